@@ -1,0 +1,285 @@
+"""The benchmark harness behind ``specdec bench``: every method on the same prompts, one process.
+
+Contract: ``run_bench(engine, prompts, rows, ...)`` runs each row (``none``, ``draft``, ``lookup``,
+``draft@k=2``...; plus transformers' own ``hf_greedy``, ``hf_assisted``, ``hf_lookup`` with
+``compare_hf``) on every prompt at temperature 0, interleaved (for each prompt every row runs once,
+the order rotating by one from prompt to prompt), after ``warmup`` untimed rounds, and returns the
+JSON-ready dict documented in docs/bench.md. ``main(args)`` is the CLI: it reads the prompt file,
+loads the models, prints the table and optionally writes the JSON. A prompt file that is missing,
+has a line that is not a JSON object with a non-empty "prompt" string, or holds no prompt raises
+``PromptFileError`` (a ``ConfigError``) naming the file and line.
+
+Metrics (the design guide's definitions; sums over all prompts, never averages of ratios):
+- tokens/s: generated tokens / wall seconds of the whole generate call (prefill included), for our
+  rows and the HF rows alike. ``tokens_per_s`` = sum tokens / sum seconds (aggregate);
+  ``tokens_per_s_median`` = median over prompts of the per-prompt rate.
+- speedup = tokens_per_s / tokens_per_s of ``none``; ``speedup_median`` = median over prompts of
+  the per-prompt ratio.
+- tau = emitted / target forwards; alpha = accepted / drafted; alpha_i = accepted_at[i] /
+  drafted_at[i]; conditional alpha_i = accepted_at[i] / tested_at[i] (the i.i.d. theory's alpha).
+- identical = prompts whose tokens equal ``none``'s (temperature 0: every exact method must).
+
+Cost model and prediction, all from the step timings of this run:
+- target_ms = median ``score`` ms of ``none``'s steps (one 1-token target forward).
+- draft_ms_per_token = median over drafting steps of ``propose`` ms / draft size.
+- draft rows:  c = draft_ms_per_token / target_ms (one draft forward per drafted token);
+  lookup rows: c = median ``propose`` ms per step / target_ms (no model: the cost is per step).
+- alpha_cond = sum accepted_at / sum tested_at; k_mean = drafted / steps (mean k actually drafted).
+- r_score = median ``score`` ms of the row / target_ms: verifying k+1 tokens costs more than one.
+- ``predicted_speedup_iid`` = E / (k_mean c + 1)       (lookup: E / (c + 1))
+  ``predicted_speedup``     = E / (k_mean c + r_score) (lookup: E / (c + r_score))
+  with E = expected_tokens(alpha_cond, k_mean) = (1 - alpha^(k+1)) / (1 - alpha) of engine.theory.
+  The gap between predicted and measured speedup is what the i.i.d. model leaves out: the verify
+  step, Python overhead and the draft's cache resynchronisation.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ConfigError, GenerateSpec, SamplingParams
+from .events import Stats
+from .theory import expected_tokens
+
+LOOKUP_AUTO_K = 8
+
+
+class PromptFileError(ConfigError):
+    """A prompt file that cannot be used; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    method: str
+    k: int | str | None = None
+
+
+def load_prompts(path: Path | str, limit: int | None = None) -> list[str]:
+    path = Path(path)
+    if not path.is_file():
+        raise PromptFileError(f"prompt file not found: {path} (one JSON object per line with a \"prompt\" string)")
+    prompts: list[str] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PromptFileError(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:
+            raise PromptFileError(f'{path}:{n}: expected an object with a non-empty "prompt" string')
+        prompts.append(obj["prompt"])
+    if not prompts:
+        raise PromptFileError(f"{path} holds no prompts")
+    return prompts[:limit] if limit else prompts
+
+
+def make_rows(methods: list[str], ks: list[int | str] | None = None) -> list[Row]:
+    """One row per (method, k); ``none`` first, always present, never with a k."""
+    ks = list(ks or ["auto"])
+    rows = [Row("none", "none")]
+    for m in methods:
+        if m == "none":
+            continue
+        for k in ks:
+            k_eff = LOOKUP_AUTO_K if (m == "lookup" and k == "auto") else k
+            rows.append(Row(m if len(ks) == 1 else f"{m}@k={k}", m, k_eff))
+    return list(dict.fromkeys(rows))
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def _merge(stats: list[Stats]) -> Stats:
+    total = Stats()
+    for s in stats:
+        for f in ("steps", "target_forwards", "drafted", "accepted", "emitted", "elapsed_s", "prefill_s"):
+            setattr(total, f, getattr(total, f) + getattr(s, f))
+        total._grow(len(s.drafted_at))
+        for name in ("drafted_at", "tested_at", "accepted_at"):
+            for i, v in enumerate(getattr(s, name)):
+                getattr(total, name)[i] += v
+    return total
+
+
+def _machine() -> dict:
+    import torch
+    import transformers
+    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "torch_threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count()}
+
+
+def run_bench(engine, prompts: list[str], rows: list[Row], max_new_tokens: int = 128, warmup: int = 2,
+              compare_hf: bool = False, repeats: int = 1, hf_assistant_tokens: int | None = None,
+              hf_lookup_tokens: int = 10, progress: bool = True) -> dict:
+    from tqdm import tqdm
+    if not prompts:
+        raise ConfigError("no prompts to benchmark")
+    if not any(r.method == "none" for r in rows):
+        rows = [Row("none", "none")] + list(rows)
+    ids = []
+    for i, p in enumerate(prompts):
+        try:
+            ids.append(engine.encode(p))
+        except ConfigError as e:
+            raise ConfigError(f"prompt {i + 1}: {e}") from None
+    greedy = SamplingParams(temperature=0.0)
+    runners = {}
+    for r in rows:
+        if r.method == "draft" and engine.draft is None:
+            raise ConfigError(f"row {r.name} needs a draft model (pass --draft DIR, or drop it from --methods)")
+        spec = GenerateSpec(method=r.method, k=r.k if r.k is not None else "auto",
+                            max_new_tokens=max_new_tokens, sampling=greedy)
+        runners[r.name] = (lambda x, spec=spec: engine.generate(x, spec))
+    hf = {}
+    if compare_hf:
+        from .bench_hf import hf_runners
+        hf = hf_runners(engine, hf_assistant_tokens, hf_lookup_tokens)
+        for name, (fn, _) in hf.items():
+            runners[name] = (lambda x, fn=fn: fn(x, max_new_tokens))
+    names = list(runners)
+    for w in range(warmup):
+        for name in names:
+            runners[name](ids[w % len(ids)])
+    # runs[name][prompt] = list of (tokens, seconds, result or None), one per repeat
+    runs: dict[str, list[list]] = {name: [[] for _ in ids] for name in names}
+    bar = tqdm(total=len(ids) * repeats * len(names), desc="bench", unit="gen", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    turn = 0
+    for i, x in enumerate(ids):
+        for _ in range(repeats):
+            for name in names[turn % len(names):] + names[: turn % len(names)]:
+                bar.set_postfix_str(name, refresh=False)
+                t0 = time.perf_counter()
+                out = runners[name](x)
+                dt = time.perf_counter() - t0
+                tokens = list(out.tokens) if hasattr(out, "tokens") else list(out)
+                runs[name][i].append((tokens, dt, out if hasattr(out, "stats") else None))
+                bar.update(1)
+            turn += 1
+    bar.close()
+    base = [reps[0][0] for reps in runs["none"]]
+    none_steps = [ev for reps in runs["none"] for _, _, res in reps for ev in res.events]
+    target_ms = _median([ev.timings_ms["score"] for ev in none_steps if ev.draft_size == 0])
+    summary = {name: _throughput(runs[name], runs["none"], base) for name in names}
+    methods = {}
+    for r in rows:
+        d = summary[r.name]
+        d.update(_cost_model(r, runs[r.name], target_ms), k=r.k)
+        methods[r.name] = d
+    hf_out = {name: dict(summary[name], settings=settings) for name, (_, settings) in hf.items()}
+    target = engine.target.model
+    config = {"models": {"target": getattr(target, "name_or_path", None) or None,
+                         "draft": getattr(engine.draft.model, "name_or_path", None) if engine.draft else None},
+              "device": str(engine.target.device), "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
+              "max_new_tokens": max_new_tokens, "n_prompts": len(ids), "warmup": warmup, "repeats": repeats,
+              "temperature": 0.0, "rows": [r.name for r in rows] + list(hf), "interleaved": True,
+              "compare_hf": compare_hf, "machine": _machine()}
+    return {"config": config, "methods": methods, "hf": hf_out}
+
+
+def _throughput(reps_by_prompt, none_by_prompt, base) -> dict:
+    tokens = sum(len(t) for reps in reps_by_prompt for t, _, _ in reps)
+    seconds = sum(dt for reps in reps_by_prompt for _, dt, _ in reps)
+    none_tokens = sum(len(t) for reps in none_by_prompt for t, _, _ in reps)
+    none_seconds = sum(dt for reps in none_by_prompt for _, dt, _ in reps)
+    per_prompt = [_median([len(t) / dt for t, dt, _ in reps]) for reps in reps_by_prompt]
+    per_none = [_median([len(t) / dt for t, dt, _ in reps]) for reps in none_by_prompt]
+    tps, tps_none = _ratio(tokens, seconds), _ratio(none_tokens, none_seconds)
+    return {"tokens_per_s": tps, "tokens_per_s_median": _median(per_prompt),
+            "speedup": _ratio(tps, tps_none),
+            "speedup_median": _median([a / b for a, b in zip(per_prompt, per_none) if b]),
+            "identical": sum(all(t == b for t, _, _ in reps) for reps, b in zip(reps_by_prompt, base)),
+            "n_prompts": len(reps_by_prompt), "total_tokens": tokens, "total_s": seconds}
+
+
+def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
+    results = [res for reps in reps_by_prompt for _, _, res in reps]
+    st = _merge([res.stats for res in results])
+    steps = [ev for res in results for ev in res.events]
+    drafting = [ev for ev in steps if ev.draft_size > 0]
+    out = {"tau": st.tau, "alpha": st.alpha, "alpha_per_position": st.alpha_per_position,
+           "conditional_alpha_per_position": st.conditional_alpha_per_position, "target_ms": target_ms,
+           "draft_ms_per_token": _median([ev.timings_ms["propose"] / ev.draft_size for ev in drafting]),
+           "c": None, "k_mean": st.drafted / st.steps if st.steps else None,
+           "r_score": _ratio(_median([ev.timings_ms["score"] for ev in steps]), target_ms),
+           "predicted_speedup": None, "predicted_speedup_iid": None}
+    if row.method == "none":
+        out.update(predicted_speedup=1.0, predicted_speedup_iid=1.0, k_mean=0.0)
+        return out
+    if row.method == "lookup":
+        out["c"] = _ratio(_median([ev.timings_ms["propose"] for ev in steps]), target_ms)
+    else:
+        out["c"] = _ratio(out["draft_ms_per_token"], target_ms)
+    tested = sum(st.tested_at)
+    if not tested or out["c"] is None or out["r_score"] is None:
+        return out
+    k_mean = out["k_mean"]
+    e = expected_tokens(sum(st.accepted_at) / tested, k_mean)
+    cost = out["c"] if row.method == "lookup" else k_mean * out["c"]
+    out.update(predicted_speedup=e / (cost + out["r_score"]), predicted_speedup_iid=e / (cost + 1.0))
+    return out
+
+
+def _f(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def format_table(result: dict) -> str:
+    """An aligned text table: our rows, then the HF rows, then the cost model per row."""
+    head = ["row", "tok/s med", "tok/s agg", "speedup", "predicted", "tau", "alpha", "alpha_i (1-4)", "identical"]
+    lines = []
+    for name, d in list(result["methods"].items()) + list(result["hf"].items()):
+        alphas = " ".join(_f(a, ".2f") for a in (d.get("alpha_per_position") or [])[:4])
+        lines.append([name, _f(d["tokens_per_s_median"], ".1f"), _f(d["tokens_per_s"], ".1f"),
+                      _f(d["speedup"], ".2f") + "x", _f(d.get("predicted_speedup"), ".2f"),
+                      _f(d.get("tau"), ".2f"), _f(d.get("alpha"), ".2f"), alphas or "-",
+                      f"{d['identical']}/{d['n_prompts']}"])
+    widths = [max(len(r[i]) for r in [head] + lines) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i in (0, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    out = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in lines]
+    cfg = result["config"]
+    target_ms = next(iter(result["methods"].values()))["target_ms"]
+    out.append(f"\n{cfg['n_prompts']} prompts x {cfg['max_new_tokens']} new tokens, temperature 0, "
+               f"{cfg['machine']['torch_threads']} torch threads; target forward {_f(target_ms, '.2f')} ms")
+    for name, d in result["methods"].items():
+        if name != "none":
+            out.append(f"  {name}: k_mean {_f(d['k_mean'], '.2f')}  c {_f(d['c'], '.3f')}  "
+                       f"r_score {_f(d['r_score'], '.2f')}  predicted (i.i.d., r=1) {_f(d['predicted_speedup_iid'], '.2f')}")
+    return "\n".join(out)
+
+
+def main(args) -> int:
+    from .loading import DEFAULT_DRAFT, DEFAULT_TARGET
+    from .session import Engine
+    prompts = load_prompts(args.prompts, args.limit)
+    draft_dir = None if args.no_draft else (args.draft or DEFAULT_DRAFT)
+    engine = Engine.load(args.target or DEFAULT_TARGET, draft_dir, device=args.device, dtype=args.dtype)
+    methods = args.methods or list(engine.methods)
+    if "draft" in methods and engine.draft is None:
+        raise ConfigError("method 'draft' needs a draft model (drop --no-draft, or leave draft out of --methods)")
+    rows = make_rows(methods, args.k)
+    print(f"bench: {len(prompts)} prompts from {args.prompts}, rows: "
+          f"{', '.join(r.name for r in rows)}{' + hf_*' if args.compare_hf else ''}", file=sys.stderr)
+    result = run_bench(engine, prompts, rows, args.max_new_tokens, args.warmup, args.compare_hf, args.repeats,
+                       args.hf_assistant_tokens, args.hf_lookup_tokens, progress=not args.no_progress)
+    result["config"]["prompts"] = str(args.prompts)
+    print(format_table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0

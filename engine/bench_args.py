@@ -1,0 +1,144 @@
+"""The ``specdec bench`` command line (argument parsing only: no torch, no model, no transformers).
+
+Contract: ``add_bench_parser(subparsers, add_model_args)`` adds the ``bench`` subcommand and returns
+its parser; ``--methods`` and ``--k`` are parsed into lists here, so a typo is an argparse error
+before any model is loaded. The default prompt file is ``$SPECDEC_ASSETS/prompts/code.jsonl``
+(``<repo>/assets`` when the variable is unset): the same rule as ``engine.loading.ASSETS``,
+repeated here because ``engine.loading`` imports torch and ``specdec --help`` must stay instant.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+METHODS = ("none", "draft", "lookup")
+ASSETS = Path(os.environ.get("SPECDEC_ASSETS", Path(__file__).resolve().parent.parent / "assets"))
+DEFAULT_PROMPTS = ASSETS / "prompts" / "code.jsonl"
+LOOKUP_AUTO_K = 8  # what the engine's prompt lookup uses for k="auto"
+
+DESCRIPTION = """\
+Benchmark decoding methods against each other on the same prompts, in one process, at
+temperature 0 (greedy), so every method must produce exactly the baseline's tokens.
+
+For each prompt every row runs once (the row order rotates from prompt to prompt so that no
+method always runs first or last), after a few untimed warm-up generations. Each generation is
+timed with a wall clock around the whole call (prefill included), for our engine and for the
+Hugging Face rows alike.
+
+Columns of the table (definitions as in docs/bench.md and the design guide):
+  tok/s med   median over prompts of (generated tokens / seconds)
+  tok/s agg   total generated tokens / total seconds (long outputs weigh more)
+  speedup     tok/s agg of the row / tok/s agg of `none`, same prompts, same run
+  predicted   speedup predicted by the closed-form theory from this row's measured
+              acceptance, mean draft length k and cost ratio c (see docs/bench.md)
+  tau         mean accepted length: tokens emitted per target forward, counting the
+              recovered or bonus token (the baseline has tau = 1.0)
+  alpha       acceptance rate: accepted draft tokens / drafted tokens
+  alpha_i     the same per draft position i = 1, 2, 3, 4 (accepted / drafted at depth i)
+  identical   prompts whose tokens equal the `none` row's, out of all prompts
+"""
+
+EPILOG = """\
+examples:
+  specdec bench                                      # none, draft, lookup on the shipped prompts
+  specdec bench --limit 5 --max-new-tokens 64        # a quick look
+  specdec bench --methods none,draft --k 1,2,4,auto  # one row per k: draft@k=1, draft@k=2, ...
+  specdec bench --compare-hf --json bench-out/cpu.json
+  specdec bench --target DIR --draft DIR --device cuda --dtype bfloat16
+
+With --compare-hf three more rows run interleaved with ours, on the same model objects:
+  hf_greedy    target.generate(do_sample=False)                       (must equal `none`)
+  hf_assisted  target.generate(assistant_model=draft, do_sample=False)
+  hf_lookup    target.generate(prompt_lookup_num_tokens=L, do_sample=False)
+Transformers 5.x reads the assisted-generation settings from the DRAFT model's
+generation_config: by default 20 draft tokens per step, schedule "constant", and drafting stops
+early once the draft's top probability falls below 0.4 (assistant_confidence_threshold; that
+threshold only adapts itself when scikit-learn is installed). The JSON records what was used.
+"""
+
+
+def parse_methods(value: str) -> list[str]:
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    bad = [m for m in names if m not in METHODS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"methods must be a comma list of {', '.join(METHODS)}; got {value!r}")
+    return list(dict.fromkeys(names))
+
+
+def parse_k_list(value: str) -> list[int | str]:
+    out: list[int | str] = []
+    for part in (p.strip() for p in value.split(",")):
+        if part == "auto":
+            out.append(part)
+            continue
+        try:
+            k = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"k must be a comma list of integers or 'auto', got {value!r}") from None
+        if not 1 <= k <= 16:
+            raise argparse.ArgumentTypeError(f"k must be in [1, 16] or 'auto', got {k}")
+        out.append(k)
+    return list(dict.fromkeys(out))
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
+    return n
+
+
+def _non_negative(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {n}")
+    return n
+
+
+def add_bench_parser(subparsers, add_model_args) -> argparse.ArgumentParser:
+    b = subparsers.add_parser(
+        "bench", help="tokens/s, speedup, tau and alpha of each method on the same prompts (temperature 0)",
+        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = b.add_argument_group("workload")
+    w.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, metavar="FILE.jsonl",
+                   help='one JSON object per line with a "prompt" string; other keys are ignored '
+                        f"(default: {DEFAULT_PROMPTS})")
+    w.add_argument("--limit", type=_positive, default=None, metavar="N", help="use only the first N prompts")
+    w.add_argument("--max-new-tokens", type=_positive, default=128, metavar="N",
+                   help="tokens to generate per prompt (default: 128; fewer if EOS comes first)")
+    w.add_argument("--warmup", type=_non_negative, default=2, metavar="N",
+                   help="untimed warm-up generations of every row before timing (default: 2)")
+    w.add_argument("--repeats", type=_positive, default=1, metavar="N",
+                   help="time every (prompt, row) N times; per-prompt tok/s is the median of the "
+                        "repeats, counters and totals sum over all of them (default: 1)")
+    m = b.add_argument_group("methods")
+    m.add_argument("--methods", type=parse_methods, default=None, metavar="LIST",
+                   help="comma list of none, draft, lookup (default: all the loaded models allow). "
+                        "`none` (plain decoding, tau = 1) is always run: it is the baseline of speedup "
+                        "and of `identical`")
+    m.add_argument("--k", type=parse_k_list, default=["auto"], metavar="LIST",
+                   help="draft length(s) for draft and lookup: comma list of 1-16 or auto (default: auto; "
+                        f"for draft, auto adapts k to the measured alpha and c; for lookup auto means "
+                        f"{LOOKUP_AUTO_K}). Several values give one row each, named e.g. draft@k=2")
+    h = b.add_argument_group("Hugging Face comparison")
+    h.add_argument("--compare-hf", action="store_true",
+                   help="also time transformers' own generate: hf_greedy, hf_assisted (with the draft) "
+                        "and hf_lookup, interleaved with our rows")
+    h.add_argument("--hf-assistant-tokens", type=_positive, default=None, metavar="N",
+                   help="num_assistant_tokens for hf_assisted, with schedule 'constant' (default: leave "
+                        "transformers' defaults: 20 tokens, constant, confidence threshold 0.4)")
+    h.add_argument("--hf-lookup-tokens", type=_positive, default=10, metavar="L",
+                   help="prompt_lookup_num_tokens for hf_lookup (default: 10)")
+    o = b.add_argument_group("output")
+    o.add_argument("--json", type=Path, default=None, metavar="OUT",
+                   help="also write the results as JSON (schema in docs/bench.md)")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_model_args(b)
+    return b

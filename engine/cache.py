@@ -1,0 +1,109 @@
+"""The only module that touches transformers' Cache internals.
+
+Contract:
+- ``new_cache(n_layers, capacity)`` returns a ``transformers.Cache`` whose layers write keys and
+  values in place into preallocated storage (doubling when full) and hand attention a view of the
+  first ``length`` slots: appending never re-copies the whole cache as ``torch.cat`` does in
+  ``DynamicLayer``, and truncation is an O(1) change of length.
+- ``length(cache)``, ``truncate(cache, n)`` (keep the first n positions) and
+  ``keep(cache, start, slots)`` (move the positions ``start + s`` for s in ``slots``, in order, to
+  ``start, start + 1, ...`` and drop everything after: how a tree path is committed).
+"""
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+
+class GrowingLayer(DynamicLayer):
+    """A DynamicLayer backed by a preallocated buffer; ``keys``/``values`` are views of it."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = max(1, capacity)
+        self.length = 0
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        b, h, _, dk = key_states.shape
+        self._k = key_states.new_empty((b, h, self.capacity, dk))
+        self._v = value_states.new_empty((b, h, self.capacity, value_states.shape[-1]))
+        self.length = 0
+        self.is_initialized = True
+        self._views()
+
+    def _views(self) -> None:
+        self.keys = self._k[:, :, : self.length]
+        self.values = self._v[:, :, : self.length]
+
+    def _grow(self, need: int) -> None:
+        cap = self.capacity
+        while cap < need:
+            cap *= 2
+        k = self._k.new_empty(self._k.shape[:2] + (cap, self._k.shape[-1]))
+        v = self._v.new_empty(self._v.shape[:2] + (cap, self._v.shape[-1]))
+        k[:, :, : self.length].copy_(self._k[:, :, : self.length])
+        v[:, :, : self.length].copy_(self._v[:, :, : self.length])
+        self._k, self._v, self.capacity = k, v, cap
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        if self.length + n > self.capacity:
+            self._grow(self.length + n)
+        self._k[:, :, self.length : self.length + n].copy_(key_states)
+        self._v[:, :, self.length : self.length + n].copy_(value_states)
+        self.length += n
+        self._views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length if self.is_initialized else 0
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if self.is_initialized:
+            self.length = max(0, self.length - abs(tokens_to_remove))
+            self._views()
+
+    def reset(self) -> None:
+        self.length = 0
+        if self.is_initialized:
+            self._views()
+
+    def keep(self, start: int, slots: torch.Tensor) -> None:
+        if not self.is_initialized:
+            return
+        idx = slots + start
+        m = int(idx.numel())
+        self._k[:, :, start : start + m] = self._k.index_select(2, idx)
+        self._v[:, :, start : start + m] = self._v.index_select(2, idx)
+        self.length = start + m
+        self._views()
+
+
+def new_cache(n_layers: int, capacity: int) -> Cache:
+    return Cache(layers=[GrowingLayer(capacity) for _ in range(n_layers)])
+
+
+def length(cache: Cache) -> int:
+    return cache.layers[0].get_seq_length() if cache.layers else 0
+
+
+def truncate(cache: Cache, n: int) -> None:
+    """Keep the first ``n`` positions."""
+    for layer in cache.layers:
+        layer.crop(-(layer.get_seq_length() - n))
+
+
+def keep(cache: Cache, start: int, slots: list[int]) -> None:
+    """Compact positions ``start + slots[i]`` to ``start + i``; drop the rest. A contiguous
+    ``slots == [0, 1, ..., m-1]`` is a plain truncation and copies nothing."""
+    if slots == list(range(len(slots))):
+        truncate(cache, start + len(slots))
+        return
+    idx = torch.tensor(slots, dtype=torch.long, device=cache.layers[0]._k.device)
+    for layer in cache.layers:
+        layer.keep(start, idx)

@@ -1,0 +1,105 @@
+"""Validated, frozen request settings shared by every front end.
+
+Contract: constructing ``SamplingParams`` or ``GenerateSpec`` with an out-of-range value raises
+``ConfigError`` (a ``ValueError``) whose message names the field and the allowed range;
+``from_dict`` additionally rejects unknown keys, so a typo in a JSON request is an error, not a
+silent default.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Union
+
+METHODS = ("none", "draft", "lookup")
+K_MAX = 16
+
+
+class ConfigError(ValueError):
+    """A setting outside its allowed range; the message says which and why."""
+
+
+def _from_dict(cls, data: dict[str, Any]):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{cls.__name__} expects an object, got {type(data).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return cls(**data)
+
+
+def _check_number(name: str, value: Any, kind: type) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        raise ConfigError(f"{name} must be a{'n integer' if kind is int else ' number'}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """temperature 0 is greedy (one-hot p and q, through the same verifier); top_k 0 and
+    top_p 1 are off. The same transform is applied to p and q before verification."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_number("temperature", self.temperature, float)
+        _check_number("top_k", self.top_k, int)
+        _check_number("top_p", self.top_p, float)
+        if not 0.0 <= self.temperature <= 100.0:
+            raise ConfigError(f"temperature must be in [0, 100], got {self.temperature}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.seed is not None:
+            _check_number("seed", self.seed, int)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SamplingParams":
+        return _from_dict(cls, data)
+
+
+KSetting = Union[int, Literal["auto"]]
+
+
+@dataclass(frozen=True)
+class GenerateSpec:
+    """What to run: ``method`` in METHODS, ``k`` draft tokens per step (1..K_MAX or "auto"),
+    ``max_new_tokens``, prompt-lookup n-gram bounds, and the sampling parameters."""
+
+    method: str = "draft"
+    k: KSetting = "auto"
+    max_new_tokens: int = 128
+    ngram_max: int = 3
+    ngram_min: int = 1
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(METHODS)}")
+        if self.k != "auto":
+            _check_number("k", self.k, int)
+            if not 1 <= self.k <= K_MAX:
+                raise ConfigError(f"k must be 'auto' or an integer in [1, {K_MAX}], got {self.k}")
+        _check_number("max_new_tokens", self.max_new_tokens, int)
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        _check_number("ngram_max", self.ngram_max, int)
+        _check_number("ngram_min", self.ngram_min, int)
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ConfigError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        if not isinstance(self.sampling, SamplingParams):
+            raise ConfigError("sampling must be a SamplingParams")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GenerateSpec":
+        data = dict(data)
+        if isinstance(data.get("sampling"), dict):
+            data["sampling"] = SamplingParams.from_dict(data["sampling"])
+        return _from_dict(cls, data)

@@ -1,0 +1,125 @@
+"""Draft-model speculation: a small causal LM samples k tokens and reports q for each.
+
+Contract: ``propose`` resynchronises the draft's own KV cache with the committed tokens by
+longest common prefix, feeds what is missing, then samples x_1..x_k autoregressively, each from
+q_i = to_probs(draft logits, params) (the same transform the target's p goes through, I3). At
+temperature 0 the draft is deterministic (argmax) and q is returned as None (one-hot), which the
+verifier treats identically.
+
+``k = "auto"`` adapts the draft length to the measured acceptance. The proposer infers how many of
+its previous draft tokens were accepted from the tokens committed since (no feedback call), keeps
+decayed counts of accepted tokens and of rejections, estimates the per-token acceptance rate
+alpha = accepted / (accepted + rejections) (the maximum-likelihood estimate for a geometric run
+length), measures the cost ratio c = draft forward time / target forward time, and picks the k in
+[1, k_max] that maximises the expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import cache as kv
+from ..sampling import sample, to_probs
+from ..target import common_prefix
+from ..theory import best_k
+from ..tree import Draft
+from .base import Context
+
+
+class AcceptanceTracker:
+    """Decayed counts of accepted draft tokens and of rejections, inferred from committed tokens."""
+
+    def __init__(self, decay: float = 0.9, prior_alpha: float = 0.6) -> None:
+        self.decay = decay
+        self.accepted, self.rejections = prior_alpha * 2, (1 - prior_alpha) * 2
+        self._last: tuple[int, list[int]] | None = None  # (start index, draft tokens)
+
+    def remember(self, start: int, tokens: list[int]) -> None:
+        self._last = (start, tokens)
+
+    def observe(self, committed: list[int]) -> None:
+        if self._last is None:
+            return
+        start, drafted = self._last
+        self._last = None
+        if len(committed) <= start or not drafted:
+            return
+        m = common_prefix(drafted, committed[start:])
+        full = m == len(drafted)
+        self.accepted = self.decay * self.accepted + m
+        self.rejections = self.decay * self.rejections + (0 if full else 1)
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / max(1e-9, self.accepted + self.rejections)
+
+
+class DraftModel:
+    name = "draft"
+
+    def __init__(self, model: torch.nn.Module, k: int | str = "auto", k_max: int = 8,
+                 vocab: int | None = None) -> None:
+        self.model = model.eval()
+        self.decoder = model.get_decoder()
+        self.lm_head = model.get_output_embeddings()
+        self.device = next(model.parameters()).device
+        ctx_len = int(getattr(model.config, "max_position_embeddings", 2048))
+        self.cache = kv.new_cache(model.config.num_hidden_layers, min(ctx_len, 1024))
+        self.ids: list[int] = []
+        self.k, self.k_max = k, (k_max if k == "auto" else int(k))
+        self.tracker = AcceptanceTracker()
+        self.step_ms: float | None = None
+        self.vocab = vocab
+
+    def current_k(self, target_ms: float | None) -> int:
+        if self.k != "auto":
+            return int(self.k)
+        if not target_ms or not self.step_ms:
+            return 4
+        return best_k(self.tracker.alpha, self.step_ms / target_ms, self.k_max)
+
+    def _logits(self, tokens: list[int]) -> torch.Tensor:
+        L = len(self.ids)
+        x = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        pos = torch.arange(L, L + len(tokens), device=self.device).view(1, -1)
+        h = self.decoder(input_ids=x, position_ids=pos, cache=self.cache, use_cache=True).last_hidden_state
+        self.ids.extend(tokens)
+        logits = self.lm_head(h[0, -1]).float()
+        return logits[: self.vocab] if self.vocab else logits
+
+    def _resync(self, tokens: list[int]) -> torch.Tensor:
+        """Bring the cache to ``tokens`` and return the logits after the last one."""
+        if kv.length(self.cache) != len(self.ids):
+            self.ids = []
+        keep = min(common_prefix(self.ids, tokens), len(tokens) - 1)
+        kv.truncate(self.cache, keep)
+        self.ids = self.ids[:keep]
+        return self._logits(tokens[keep:])
+
+    @torch.inference_mode()
+    def propose(self, ctx: Context) -> Draft:
+        self.tracker.observe(ctx.tokens)
+        k = min(self.current_k(ctx.target_ms), ctx.budget)
+        if k <= 0:
+            return Draft.empty()
+        t0 = time.perf_counter()
+        logits = self._resync(ctx.tokens)
+        greedy = ctx.params.greedy
+        xs: list[int] = []
+        qs: list[torch.Tensor] = []
+        for i in range(k):
+            q = to_probs(logits, ctx.params.temperature, ctx.params.top_k, ctx.params.top_p)
+            x = sample(q, None if greedy else ctx.generator)
+            xs.append(x)
+            if not greedy:
+                qs.append(q)
+            if i + 1 < k:
+                logits = self._logits([x])
+        self._time(time.perf_counter() - t0, k)
+        self.tracker.remember(len(ctx.tokens), xs)
+        return Draft.chain(torch.tensor(xs, dtype=torch.long), None if greedy else torch.stack(qs))
+
+    def _time(self, seconds: float, forwards: int) -> None:
+        ms = 1000.0 * seconds / max(1, forwards)
+        self.step_ms = ms if self.step_ms is None else 0.8 * self.step_ms + 0.2 * ms

@@ -1,0 +1,197 @@
+"""The speculative decoding loop: ``Engine.stream(prompt, spec) -> Iterator[StepEvent]``.
+
+Contract (docs/architecture.md, invariants I1-I6):
+1. propose  draft = proposer.propose(Context(tokens, params, budget, ...))
+2. score    p rows = target.score(pending, draft): one forward over [pending] + draft
+3. verify   verdict = verify(draft, to_probs(p rows), generator): the one exact verifier
+4. commit   target.commit(verdict.path); tokens += accepted + [verdict.token]; EOS and the
+            length limit cut the step short
+5. emit     yield StepEvent(...): state is committed before the yield, so closing the generator
+            at any point leaves the engine consistent.
+An empty draft is a plain decoding step, so the baseline (``none``) runs this same code, and
+greedy decoding is temperature 0 through the same path. ``generate`` is a fold over ``stream``.
+One Engine serialises its models with a lock held for the life of a stream.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+from .config import ConfigError, GenerateSpec
+from .detok import Detokenizer
+from .events import Piece, Stats, StepEvent
+from .loading import DEFAULT_DRAFT, DEFAULT_TARGET, load_models
+from .proposers.base import Context, NoDraft, Proposer
+from .proposers.draft import DraftModel
+from .proposers.lookup import PromptLookup
+from .sampling import to_probs
+from .target import Target
+from .tree import Draft
+from .verify import verify
+
+
+@dataclass(frozen=True)
+class Result:
+    tokens: list[int]
+    text: str
+    stats: Stats
+    stop: str | None
+    events: list[StepEvent]
+
+    def to_dict(self) -> dict:
+        return {"tokens": self.tokens, "text": self.text, "stats": self.stats.to_dict(), "stop": self.stop}
+
+
+class Engine:
+    """A tokenizer, a target and optionally a draft model, shared by every request in a process."""
+
+    def __init__(self, tokenizer, target_model: torch.nn.Module, draft_model: torch.nn.Module | None = None,
+                 context: int | None = None) -> None:
+        self.tokenizer = tokenizer
+        vocab = len(tokenizer)
+        self.target = Target(target_model, context, vocab=vocab)
+        self.draft = DraftModel(draft_model, vocab=vocab) if draft_model is not None else None
+        eos = target_model.generation_config.eos_token_id if target_model.generation_config else None
+        eos = eos if eos is not None else tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+        self.lock = threading.Lock()
+
+    @classmethod
+    def load(cls, target_dir: Path | str = DEFAULT_TARGET, draft_dir: Path | str | None = DEFAULT_DRAFT,
+             device: str = "cpu", dtype: str | torch.dtype | None = None) -> "Engine":
+        tok, target, draft = load_models(target_dir, draft_dir, device, dtype)
+        return cls(tok, target, draft)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return ("none", "draft", "lookup") if self.draft is not None else ("none", "lookup")
+
+    @property
+    def context(self) -> int:
+        return self.target.context
+
+    def encode(self, prompt: str | list[int]) -> list[int]:
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ConfigError("the prompt is empty")
+            ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        else:
+            ids = [int(t) for t in prompt]
+        if not ids:
+            raise ConfigError("the prompt is empty")
+        if len(ids) >= self.context:
+            raise ConfigError(f"the prompt is {len(ids)} tokens; the model's context window is {self.context} "
+                              f"tokens and generation needs room for at least one more")
+        return ids
+
+    def proposer(self, spec: GenerateSpec) -> Proposer:
+        if spec.method == "none":
+            return NoDraft()
+        if spec.method == "lookup":
+            return PromptLookup(8 if spec.k == "auto" else int(spec.k), spec.ngram_max, spec.ngram_min)
+        if spec.method == "draft":
+            if self.draft is None:
+                raise ConfigError("method 'draft' needs a draft model (pass --draft DIR)")
+            self.draft.k = spec.k
+            self.draft.k_max = 8 if spec.k == "auto" else int(spec.k)
+            return self.draft
+        raise ConfigError(f"method {spec.method!r} is not available; available: {', '.join(self.methods)}")
+
+    def stream(self, prompt: str | list[int], spec: GenerateSpec) -> Iterator[StepEvent]:
+        ids = self.encode(prompt)
+        proposer = self.proposer(spec)
+        with self.lock:
+            yield from _loop(self, ids, spec, proposer)
+
+    def generate(self, prompt: str | list[int], spec: GenerateSpec) -> Result:
+        events = list(self.stream(prompt, spec))
+        tokens = [t for ev in events for t in ev.token_ids]
+        text = "".join(ev.text for ev in events)
+        last = events[-1] if events else None
+        return Result(tokens, text, last.stats if last else Stats(), last.stop if last else None, events)
+
+
+def _generator(spec: GenerateSpec) -> torch.Generator | None:
+    if spec.sampling.greedy:
+        return None
+    g = torch.Generator()
+    if spec.sampling.seed is not None:
+        g.manual_seed(spec.sampling.seed)
+    else:
+        g.seed()
+    return g
+
+
+def _loop(engine: Engine, ids: list[int], spec: GenerateSpec, proposer: Proposer) -> Iterator[StepEvent]:
+    target, sp = engine.target, spec.sampling
+    t_start = time.perf_counter()
+    target.prefill(ids)
+    stats = Stats(prefill_s=time.perf_counter() - t_start)
+    tokens, detok, gen = list(ids), Detokenizer(engine.tokenizer, ids), _generator(spec)
+    produced, step, target_ms = 0, 0, None
+    while True:
+        step += 1
+        t0 = time.perf_counter()
+        budget = min(spec.max_new_tokens - produced - 1, engine.context - len(tokens))
+        draft = Draft.empty()
+        if budget > 0:
+            draft = proposer.propose(Context(tokens, sp, budget, gen, target_ms=target_ms))
+        t1 = time.perf_counter()
+        scored = target.score(tokens[-1], draft)
+        p = to_probs(scored.logits, sp.temperature, sp.top_k, sp.top_p)
+        t2 = time.perf_counter()
+        target_ms = 1000 * (t2 - t1) if target_ms is None else 0.8 * target_ms + 0.2 * 1000 * (t2 - t1)
+        verdict = verify(draft, p, gen)
+        target.commit(verdict.path)
+        pieces, new, stop = _pieces(engine, draft, verdict, step, detok, spec.max_new_tokens - produced)
+        tokens.extend(new)
+        produced += len(new)
+        if stop is None and len(tokens) >= engine.context:
+            stop = "context"
+        depths = draft.depths()
+        stats.record([depths[i] for i in range(draft.n)], [depths[t[0]] for t in verdict.tested],
+                     [depths[i] for i in verdict.path], len(new))
+        t3 = time.perf_counter()
+        stats.elapsed_s = t3 - t_start
+        yield StepEvent(step, tuple(pieces), stats.snapshot(),
+                        {"propose": 1000 * (t1 - t0), "score": 1000 * (t2 - t1), "verify": 1000 * (t3 - t2)},
+                        draft.n, stop)
+        if stop is not None:
+            return
+
+
+def _pieces(engine: Engine, draft: Draft, verdict, step: int, detok: Detokenizer, room: int):
+    """Pieces of one step in display order; emitted tokens cut at EOS or at ``room`` tokens."""
+    pieces: list[Piece] = []
+    new: list[int] = []
+    stop = None
+    depths = draft.depths()
+    for node, p_x, q_x, ok in verdict.tested:
+        tok = int(draft.tokens[node])
+        if not ok:
+            if stop is None:
+                pieces.append(Piece(tok, detok.alone(tok), "rejected", step, depths[node], p_x, q_x))
+            continue
+        if stop is None:
+            pieces.append(Piece(tok, detok.push(tok), "accepted", step, depths[node], p_x, q_x))
+            new.append(tok)
+            stop = _stop(engine, tok, len(new), room)
+    if stop is None:
+        pos = len(verdict.path) + 1 if draft.n else 0
+        pieces.append(Piece(verdict.token, detok.push(verdict.token), verdict.kind, step, pos))
+        new.append(verdict.token)
+        stop = _stop(engine, verdict.token, len(new), room)
+    return pieces, new, stop
+
+
+def _stop(engine: Engine, token: int, n_new: int, room: int) -> str | None:
+    if token in engine.eos_ids:
+        return "eos"
+    if n_new >= room:
+        return "length"
+    return None

@@ -1,0 +1,101 @@
+"""The target model and its KV cache: prefill, one scoring forward per step, commit.
+
+Contract (invariant I1 of docs/architecture.md): between steps the cache holds the KV of exactly
+``ids``, which is every committed token except the pending one. ``score(pending, draft)`` runs ONE
+forward over ``[pending] + draft.tokens`` (explicit position ids = prefix length + depth; a 4-D
+additive tree mask when the draft is not a chain) and returns the target logits, row 0 after the
+pending token and row i+1 after draft node i, plus the last hidden states (for Medusa/EAGLE).
+``commit(path)`` keeps the KV of the pending token and of the accepted path's nodes, in order.
+``prefill`` reuses the longest common prefix of the cache with the new token list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import cache as kv
+from .tree import Draft, position_ids, tree_attention_mask
+
+
+@dataclass(frozen=True)
+class Scored:
+    logits: torch.Tensor  # [n + 1, V] float32
+    hidden: torch.Tensor  # [n + 1, H]
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Target:
+    """Wraps a causal LM (``get_decoder()`` + ``get_output_embeddings()``) and its cache."""
+
+    def __init__(self, model: torch.nn.Module, context: int | None = None, vocab: int | None = None) -> None:
+        self.model = model.eval()
+        self.decoder = model.get_decoder()
+        self.lm_head = model.get_output_embeddings()
+        cfg = model.config
+        self.context = int(context or getattr(cfg, "max_position_embeddings", 2048))
+        self.n_layers = cfg.num_hidden_layers
+        self.device = next(model.parameters()).device
+        self.cache = kv.new_cache(self.n_layers, min(self.context, 1024))
+        self.ids: list[int] = []
+        self._scored: Draft | None = None
+        self.vocab = vocab  # padded LM heads (e.g. Qwen 7B vs 0.5B) are cut to the shared vocabulary
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
+
+    def _forward(self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor,
+                 mask: torch.Tensor | None) -> torch.Tensor:
+        x = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)
+        out = self.decoder(input_ids=x, position_ids=positions.to(self.device), attention_mask=mask,
+                           cache=self.cache, use_cache=True)
+        return out.last_hidden_state[0]
+
+    @torch.inference_mode()
+    def prefill(self, ids: list[int]) -> None:
+        """Make the cache hold ``ids[:-1]`` (the last token becomes pending), reusing the LCP."""
+        if not ids:
+            raise ValueError("prefill needs at least one token")
+        want = ids[:-1]
+        if kv.length(self.cache) != len(self.ids):  # interrupted mid-step: start clean
+            self.ids = []
+        keep = common_prefix(self.ids, want)
+        kv.truncate(self.cache, keep)
+        self.ids = self.ids[:keep]
+        self._scored = None
+        rest = want[keep:]
+        if rest:
+            pos = torch.arange(keep, keep + len(rest)).view(1, -1)
+            self._forward(rest, pos, None)
+            self.ids.extend(rest)
+
+    @torch.inference_mode()
+    def score(self, pending: int, draft: Draft) -> Scored:
+        L = len(self.ids)
+        pos = position_ids(draft, L)
+        mask = None if draft.is_chain else tree_attention_mask(draft, L, dtype=self.lm_head.weight.dtype).to(self.device)
+        ids = torch.cat([torch.tensor([pending], dtype=torch.long), draft.tokens.cpu()])
+        hidden = self._forward(ids, pos, mask)
+        self._scored = draft
+        self._pending = pending
+        logits = self.lm_head(hidden).float()
+        return Scored(logits[:, : self.vocab] if self.vocab else logits, hidden)
+
+    def commit(self, path: tuple[int, ...]) -> None:
+        """Keep the pending token and the accepted nodes ``path`` (indices into the scored draft)."""
+        draft = self._scored
+        if draft is None:
+            raise RuntimeError("commit() without a preceding score()")
+        L = len(self.ids)
+        kv.keep(self.cache, L, [0] + [1 + i for i in path])
+        self.ids.append(self._pending)
+        self.ids.extend(int(draft.tokens[i]) for i in path)
+        self._scored = None
