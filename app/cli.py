@@ -54,10 +54,12 @@ def load_engine(args: argparse.Namespace):
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from app.render import ansi_piece, legend, stats_line
-    from engine.config import GenerateSpec, SamplingParams
+    from engine.config import ConfigError, GenerateSpec, SamplingParams
     prompt = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else args.prompt
     if prompt is None:
         raise SystemExit("specdec generate: give a PROMPT or --prompt-file")
+    if not prompt:
+        raise ConfigError("the prompt is empty")
     spec = GenerateSpec(method=args.method, k=args.k, max_new_tokens=args.max_new_tokens,
                         sampling=SamplingParams(args.temperature, args.top_k, args.top_p, args.seed))
     engine = load_engine(args)

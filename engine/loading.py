@@ -54,6 +54,8 @@ def load_tokenizer(path: Path):
 
 def load_model(path: Path, role: str, device: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # small local models load in milliseconds; keep stderr clean
     path = _check_dir(path, role)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)

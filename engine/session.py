@@ -104,8 +104,8 @@ class Engine:
 
     def stream(self, prompt: str | list[int], spec: GenerateSpec) -> Iterator[StepEvent]:
         ids = self.encode(prompt)
-        proposer = self.proposer(spec)
         with self.lock:
+            proposer = self.proposer(spec)  # under the lock: it configures the shared draft model
             yield from _loop(self, ids, spec, proposer)
 
     def generate(self, prompt: str | list[int], spec: GenerateSpec) -> Result:

@@ -89,6 +89,7 @@ class Target:
         logits = self.lm_head(hidden).float()
         return Scored(logits[:, : self.vocab] if self.vocab else logits, hidden)
 
+    @torch.inference_mode()
     def commit(self, path: tuple[int, ...]) -> None:
         """Keep the pending token and the accepted nodes ``path`` (indices into the scored draft)."""
         draft = self._scored

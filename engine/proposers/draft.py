@@ -33,17 +33,19 @@ class AcceptanceTracker:
     def __init__(self, decay: float = 0.9, prior_alpha: float = 0.6) -> None:
         self.decay = decay
         self.accepted, self.rejections = prior_alpha * 2, (1 - prior_alpha) * 2
-        self._last: tuple[int, list[int]] | None = None  # (start index, draft tokens)
+        self._last: tuple[list[int], int, list[int]] | None = None  # (token list, start, draft)
 
-    def remember(self, start: int, tokens: list[int]) -> None:
-        self._last = (start, tokens)
+    def remember(self, tokens: list[int], drafted: list[int]) -> None:
+        self._last = (tokens, len(tokens), drafted)
 
     def observe(self, committed: list[int]) -> None:
+        """Count the outcome of the last draft; ``committed`` must be the same (grown) token list
+        object the draft was made for, so a new request never scores an old request's draft."""
         if self._last is None:
             return
-        start, drafted = self._last
+        same, start, drafted = self._last
         self._last = None
-        if len(committed) <= start or not drafted:
+        if same is not committed or len(committed) <= start or not drafted:
             return
         m = common_prefix(drafted, committed[start:])
         full = m == len(drafted)
@@ -117,7 +119,7 @@ class DraftModel:
             if i + 1 < k:
                 logits = self._logits([x])
         self._time(time.perf_counter() - t0, k)
-        self.tracker.remember(len(ctx.tokens), xs)
+        self.tracker.remember(ctx.tokens, xs)
         return Draft.chain(torch.tensor(xs, dtype=torch.long), None if greedy else torch.stack(qs))
 
     def _time(self, seconds: float, forwards: int) -> None:

@@ -1,0 +1,27 @@
+"""Shared fixtures: the shipped models, loaded once per test session, and the shipped prompts.
+
+The shipped models are part of the repository (assets/); a missing folder is a failure, not a
+skip, so a checkout that lost its weights cannot pass.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from engine.loading import ASSETS, DEFAULT_DRAFT, DEFAULT_TARGET
+
+torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from engine.session import Engine
+    return Engine.load(DEFAULT_TARGET, DEFAULT_DRAFT)
+
+
+@pytest.fixture(scope="session")
+def prompts() -> list[str]:
+    path = ASSETS / "prompts" / "code.jsonl"
+    return [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
