@@ -20,6 +20,7 @@ import time
 import torch
 
 from .. import cache as kv
+from ..lean import LeanLlama
 from ..sampling import sample, to_probs
 from ..target import common_prefix
 from ..theory import best_k
@@ -57,17 +58,39 @@ class AcceptanceTracker:
         return self.accepted / max(1e-9, self.accepted + self.rejections)
 
 
+class HFRunner:
+    """The draft through its own transformers forward and a ``cache.py`` cache (any causal LM)."""
+
+    def __init__(self, model: torch.nn.Module, capacity: int) -> None:
+        self.decoder = model.get_decoder()
+        self.lm_head = model.get_output_embeddings()
+        self.device = next(model.parameters()).device
+        self.cache = kv.new_cache(model.config.num_hidden_layers, capacity)
+
+    @property
+    def length(self) -> int:
+        return kv.length(self.cache)
+
+    def truncate(self, n: int) -> None:
+        kv.truncate(self.cache, n)
+
+    def forward(self, tokens: list[int]) -> torch.Tensor:
+        L = self.length
+        x = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        pos = torch.arange(L, L + len(tokens), device=self.device).view(1, -1)
+        h = self.decoder(input_ids=x, position_ids=pos, cache=self.cache, use_cache=True).last_hidden_state
+        return self.lm_head(h[0, -1])
+
+
 class DraftModel:
     name = "draft"
 
     def __init__(self, model: torch.nn.Module, k: int | str = "auto", k_max: int = 8,
-                 vocab: int | None = None) -> None:
+                 vocab: int | None = None, lean: bool = True) -> None:
         self.model = model.eval()
-        self.decoder = model.get_decoder()
-        self.lm_head = model.get_output_embeddings()
-        self.device = next(model.parameters()).device
-        ctx_len = int(getattr(model.config, "max_position_embeddings", 2048))
-        self.cache = kv.new_cache(model.config.num_hidden_layers, min(ctx_len, 1024))
+        capacity = min(int(getattr(model.config, "max_position_embeddings", 2048)), 1024)
+        use_lean = lean and LeanLlama.supports(model)
+        self.runner = LeanLlama(model, capacity) if use_lean else HFRunner(model, capacity)
         self.ids: list[int] = []
         self.k, self.k_max = k, (k_max if k == "auto" else int(k))
         self.tracker = AcceptanceTracker()
@@ -82,22 +105,19 @@ class DraftModel:
         return best_k(self.tracker.alpha, self.step_ms / target_ms, self.k_max)
 
     def _logits(self, tokens: list[int]) -> torch.Tensor:
-        L = len(self.ids)
-        x = torch.tensor([tokens], dtype=torch.long, device=self.device)
-        pos = torch.arange(L, L + len(tokens), device=self.device).view(1, -1)
-        h = self.decoder(input_ids=x, position_ids=pos, cache=self.cache, use_cache=True).last_hidden_state
+        logits = self.runner.forward(tokens).float()
         self.ids.extend(tokens)
-        logits = self.lm_head(h[0, -1]).float()
         return logits[: self.vocab] if self.vocab else logits
 
-    def _resync(self, tokens: list[int]) -> torch.Tensor:
-        """Bring the cache to ``tokens`` and return the logits after the last one."""
-        if kv.length(self.cache) != len(self.ids):
+    def _resync(self, tokens: list[int]) -> tuple[torch.Tensor, int]:
+        """Bring the cache to ``tokens``; return the logits after the last one and how many
+        tokens had to be fed."""
+        if self.runner.length != len(self.ids):  # interrupted mid-propose: start clean
             self.ids = []
         keep = min(common_prefix(self.ids, tokens), len(tokens) - 1)
-        kv.truncate(self.cache, keep)
+        self.runner.truncate(keep)
         self.ids = self.ids[:keep]
-        return self._logits(tokens[keep:])
+        return self._logits(tokens[keep:]), len(tokens) - keep
 
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
@@ -106,7 +126,8 @@ class DraftModel:
         if k <= 0:
             return Draft.empty()
         t0 = time.perf_counter()
-        logits = self._resync(ctx.tokens)
+        logits, fed = self._resync(ctx.tokens)
+        t1 = time.perf_counter()
         greedy = ctx.params.greedy
         xs: list[int] = []
         qs: list[torch.Tensor] = []
@@ -118,7 +139,11 @@ class DraftModel:
                 qs.append(q)
             if i + 1 < k:
                 logits = self._logits([x])
-        self._time(time.perf_counter() - t0, k)
+        # c is the cost of one draft token: a catch-up of many tokens (the first call of a
+        # request feeds the prompt) is not a draft step, so it is left out of the timing
+        start, forwards = (t0, k) if fed <= 2 else (t1, k - 1)
+        if forwards:
+            self._time(time.perf_counter() - start, forwards)
         self.tracker.remember(ctx.tokens, xs)
         return Draft.chain(torch.tensor(xs, dtype=torch.long), None if greedy else torch.stack(qs))
 
