@@ -4,7 +4,8 @@ Contract:
 - ``train_pair(...)`` trains the target on next-token cross-entropy and, in the same steps, the
   draft on KL(p_target || q_draft) against the target's detached distributions (online
   distillation: the draft costs about 1/8 of the target, so distilling alongside is nearly free).
-- ``distill_draft(...)`` continues training the draft alone against the frozen final target.
+- ``distill_draft(...)`` continues training the draft alone against the frozen final target, on
+  KL(p || q) plus cross-entropy on the target's argmax (``distill_loss``).
 - Both checkpoint to ``state.pt`` in their work folder every ``ckpt_every`` steps (atomically) and
   resume from it; batches are drawn from an RNG seeded by the step, so a resumed run sees the same
   data as an uninterrupted one.
@@ -64,6 +65,17 @@ def kl_loss(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
     log_p = F.log_softmax(p_logits.float(), dim=-1)
     log_q = F.log_softmax(q_logits.float(), dim=-1)
     return F.kl_div(log_q.flatten(0, -2), log_p.flatten(0, -2), log_target=True, reduction="batchmean")
+
+
+def distill_loss(p_logits: torch.Tensor, q_logits: torch.Tensor, hard_weight: float = 0.5) -> torch.Tensor:
+    """KL(p || q) plus ``hard_weight`` x cross-entropy of q on the target's argmax.
+
+    The KL term matches the whole distribution (what sampled acceptance min(1, p/q) rewards); the
+    hard term pushes q's top token onto p's (what greedy acceptance rewards: at temperature 0 a
+    draft token is accepted exactly when the two argmaxes agree), as in DistillSpec's finding that
+    the best divergence depends on the decoding strategy."""
+    hard = F.cross_entropy(q_logits.flatten(0, -2).float(), p_logits.argmax(-1).flatten())
+    return kl_loss(p_logits, q_logits) + hard_weight * hard
 
 
 def _save_state(path: Path, state: dict) -> None:
@@ -143,7 +155,7 @@ def distill_draft(target, draft, data: np.ndarray, sched: Schedule, work: Path, 
         x = batch_at(data, sched, step)[:, :-1]
         with torch.no_grad():
             p_logits = f_p(input_ids=x).logits
-        loss_q = kl_loss(p_logits, f_q(input_ids=x).logits)
+        loss_q = distill_loss(p_logits, f_q(input_ids=x).logits)
         loss_q.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         opt_q.step(); opt_q.zero_grad(set_to_none=True)
