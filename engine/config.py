@@ -77,7 +77,7 @@ class GenerateSpec:
     k: KSetting = "auto"
     max_new_tokens: int = 128
     ngram_max: int = 3
-    ngram_min: int = 1
+    ngram_min: int = 2
     sampling: SamplingParams = field(default_factory=SamplingParams)
 
     def __post_init__(self) -> None:

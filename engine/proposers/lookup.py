@@ -31,7 +31,7 @@ def find_continuation(tokens: list[int] | np.ndarray, ngram_max: int, ngram_min:
 class PromptLookup:
     name = "lookup"
 
-    def __init__(self, k: int = 8, ngram_max: int = 3, ngram_min: int = 1) -> None:
+    def __init__(self, k: int = 8, ngram_max: int = 3, ngram_min: int = 2) -> None:
         self.k, self.ngram_max, self.ngram_min = k, ngram_max, ngram_min
 
     def propose(self, ctx: Context) -> Draft:
