@@ -60,7 +60,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise SystemExit("specdec generate: give a PROMPT or --prompt-file")
     if not prompt:
         raise ConfigError("the prompt is empty")
-    spec = GenerateSpec(method=args.method, k=args.k, max_new_tokens=args.max_new_tokens,
+    spec = GenerateSpec(method=args.method, k=args.k, max_new_tokens=args.max_new_tokens, confidence=args.confidence,
                         sampling=SamplingParams(args.temperature, args.top_k, args.top_p, args.seed))
     engine = load_engine(args)
     if args.json:
@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="none = plain decoding; draft = draft-model speculation; lookup = prompt lookup")
     g.add_argument("--k", type=_k, default="auto", help="draft tokens per step, 1-16, or auto (adaptive)")
     g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--confidence", type=float, default=0.2,
+                   help="draft method: stop drafting where the draft's top probability is below this "
+                        "(0 = always k tokens; exactness does not depend on it)")
     g.add_argument("--json", action="store_true", help='print {"tokens", "text", "stats"} as one JSON object')
     g.add_argument("--no-colour", action="store_true", help="plain text even in a terminal")
     add_sampling_args(g)

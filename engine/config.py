@@ -71,13 +71,16 @@ KSetting = Union[int, Literal["auto"]]
 @dataclass(frozen=True)
 class GenerateSpec:
     """What to run: ``method`` in METHODS, ``k`` draft tokens per step (1..K_MAX or "auto"),
-    ``max_new_tokens``, prompt-lookup n-gram bounds, and the sampling parameters."""
+    ``max_new_tokens``, prompt-lookup n-gram bounds, the draft model's ``confidence`` (it stops
+    drafting at a position where its own top probability is below this; 0 = always k tokens),
+    and the sampling parameters."""
 
     method: str = "draft"
     k: KSetting = "auto"
     max_new_tokens: int = 128
     ngram_max: int = 3
     ngram_min: int = 2
+    confidence: float = 0.2
     sampling: SamplingParams = field(default_factory=SamplingParams)
 
     def __post_init__(self) -> None:
@@ -94,6 +97,9 @@ class GenerateSpec:
         _check_number("ngram_min", self.ngram_min, int)
         if not 1 <= self.ngram_min <= self.ngram_max:
             raise ConfigError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        _check_number("confidence", self.confidence, float)
+        if not 0.0 <= self.confidence <= 1.0:
+            raise ConfigError(f"confidence must be in [0, 1] (0 = always draft k tokens), got {self.confidence}")
         if not isinstance(self.sampling, SamplingParams):
             raise ConfigError("sampling must be a SamplingParams")
 

@@ -98,6 +98,7 @@ class Engine:
             if self.draft is None:
                 raise ConfigError("method 'draft' needs a draft model (pass --draft DIR)")
             self.draft.k = spec.k
+            self.draft.confidence = spec.confidence
             self.draft.k_max = 8 if spec.k == "auto" else int(spec.k)
             return self.draft
         raise ConfigError(f"method {spec.method!r} is not available; available: {', '.join(self.methods)}")

@@ -46,7 +46,7 @@ def test_every_method_is_greedy_exact_on_shipped_prompts(engine, prompts):
 @pytest.mark.slow
 def test_a_draft_identical_to_the_target_accepts_everything(engine, prompts):
     twin = Engine(engine.tokenizer, engine.target.model, engine.target.model)
-    out = twin.generate(prompts[0], GenerateSpec(method="draft", k=4, max_new_tokens=24))
+    out = twin.generate(prompts[0], GenerateSpec(method="draft", k=4, max_new_tokens=24, confidence=0.0))
     assert out.stats.alpha == 1.0
     assert out.stats.tau > 4.0  # k accepted + bonus per step, except where the budget cut the last step
     kinds = {pc.kind for ev in out.events for pc in ev.pieces}
@@ -95,3 +95,12 @@ def test_bad_prompts_are_clear_errors(engine):
         engine.encode("x = 1\n" * 2000)
     with pytest.raises(ConfigError, match="unknown method"):
         GenerateSpec(method="beam")
+
+
+@pytest.mark.slow
+def test_an_unsure_draft_drafts_nothing_and_output_is_unchanged(engine, prompts):
+    base = engine.generate(prompts[6], GenerateSpec(method="none", max_new_tokens=20))
+    never = engine.generate(prompts[6], GenerateSpec(method="draft", k=4, max_new_tokens=20, confidence=1.0))
+    assert never.stats.drafted == 0 and never.tokens == base.tokens
+    always = engine.generate(prompts[6], GenerateSpec(method="draft", k=4, max_new_tokens=20, confidence=0.0))
+    assert always.tokens == base.tokens and always.stats.drafted >= 4 * (always.stats.steps - 1)

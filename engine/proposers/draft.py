@@ -12,6 +12,11 @@ decayed counts of accepted tokens and of rejections, estimates the per-token acc
 alpha = accepted / (accepted + rejections) (the maximum-likelihood estimate for a geometric run
 length), measures the cost ratio c = draft forward time / target forward time, and picks the k in
 [1, k_max] that maximises the expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)).
+
+``confidence`` (default 0.2 from GenerateSpec) ends the chain early at a position where the
+draft's own top probability is below it: an unsure draft token is likely rejected and costs a
+draft forward plus a wider verification. The decision uses q alone, so exactness is untouched.
+Measured on 16 shipped prompts: 1.15x at 0, 1.20x at 0.1 and 0.2, 1.18x at 0.25, 1.11x at 0.5.
 """
 from __future__ import annotations
 
@@ -86,7 +91,7 @@ class DraftModel:
     name = "draft"
 
     def __init__(self, model: torch.nn.Module, k: int | str = "auto", k_max: int = 8,
-                 vocab: int | None = None, lean: bool = True) -> None:
+                 vocab: int | None = None, lean: bool = True, confidence: float = 0.0) -> None:
         self.model = model.eval()
         capacity = min(int(getattr(model.config, "max_position_embeddings", 2048)), 1024)
         use_lean = lean and LeanLlama.supports(model)
@@ -96,6 +101,7 @@ class DraftModel:
         self.tracker = AcceptanceTracker()
         self.step_ms: float | None = None
         self.vocab = vocab
+        self.confidence = confidence
 
     def current_k(self, target_ms: float | None) -> int:
         if self.k != "auto":
@@ -131,7 +137,10 @@ class DraftModel:
         greedy = ctx.params.greedy
         xs: list[int] = []
         qs: list[torch.Tensor] = []
+        steps = 0
         for i in range(k):
+            if self.confidence and float(torch.softmax(logits, -1).max()) < self.confidence:
+                break  # the draft is unsure: stop here (a choice made from q alone keeps exactness)
             q = to_probs(logits, ctx.params.temperature, ctx.params.top_k, ctx.params.top_p)
             x = sample(q, None if greedy else ctx.generator)
             xs.append(x)
@@ -139,12 +148,15 @@ class DraftModel:
                 qs.append(q)
             if i + 1 < k:
                 logits = self._logits([x])
+                steps += 1
         # c is the cost of one draft token: a catch-up of many tokens (the first call of a
         # request feeds the prompt) is not a draft step, so it is left out of the timing
-        start, forwards = (t0, k) if fed <= 2 else (t1, k - 1)
+        start, forwards = (t0, steps + 1) if fed <= 2 else (t1, steps)
         if forwards:
             self._time(time.perf_counter() - start, forwards)
         self.tracker.remember(ctx.tokens, xs)
+        if not xs:
+            return Draft.empty()
         return Draft.chain(torch.tensor(xs, dtype=torch.long), None if greedy else torch.stack(qs))
 
     def _time(self, seconds: float, forwards: int) -> None:
