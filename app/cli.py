@@ -78,6 +78,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         stats = ev.stats
     sys.stdout.write("\n")
+    sys.stdout.flush()
     if stats is not None:
         print(stats_line(stats), file=sys.stderr)
     return 0
@@ -140,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ModelLoadError, FileNotFoundError) as e:
         print(f"specdec {args.cmd}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `specdec generate ... | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
