@@ -46,6 +46,7 @@ class Target:
         self.cache = kv.new_cache(self.n_layers, min(self.context, 1024))
         self.ids: list[int] = []
         self._scored: Draft | None = None
+        self._pending = -1
         self.vocab = vocab  # padded LM heads (e.g. Qwen 7B vs 0.5B) are cut to the shared vocabulary
 
     @property

