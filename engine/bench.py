@@ -102,18 +102,6 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def _merge(stats: list[Stats]) -> Stats:
-    total = Stats()
-    for s in stats:
-        for f in ("steps", "target_forwards", "drafted", "accepted", "emitted", "elapsed_s", "prefill_s"):
-            setattr(total, f, getattr(total, f) + getattr(s, f))
-        total._grow(len(s.drafted_at))
-        for name in ("drafted_at", "tested_at", "accepted_at"):
-            for i, v in enumerate(getattr(s, name)):
-                getattr(total, name)[i] += v
-    return total
-
-
 def _machine() -> dict:
     import torch
     import transformers
@@ -208,7 +196,7 @@ def _throughput(reps_by_prompt, none_by_prompt, base) -> dict:
 
 def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
     results = [res for reps in reps_by_prompt for _, _, res in reps]
-    st = _merge([res.stats for res in results])
+    st = Stats.total([res.stats for res in results])
     steps = [ev for res in results for ev in res.events]
     drafting = [ev for ev in steps if ev.draft_size > 0]
     out = {"tau": st.tau, "alpha": st.alpha, "alpha_per_position": st.alpha_per_position,

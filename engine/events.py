@@ -95,6 +95,20 @@ class Stats:
             self.tested_at.append(0)
             self.accepted_at.append(0)
 
+    @classmethod
+    def total(cls, stats: list["Stats"]) -> "Stats":
+        """The sum of several runs' counters (ratios are then ratios of sums)."""
+        out = cls()
+        for s in stats:
+            for f in ("steps", "target_forwards", "drafted", "accepted", "emitted", "elapsed_s", "prefill_s"):
+                setattr(out, f, getattr(out, f) + getattr(s, f))
+            out._grow(len(s.drafted_at))
+            for mine, theirs in ((out.drafted_at, s.drafted_at), (out.tested_at, s.tested_at),
+                                 (out.accepted_at, s.accepted_at)):
+                for i, v in enumerate(theirs):
+                    mine[i] += v
+        return out
+
     def snapshot(self) -> "Stats":
         return Stats(self.steps, self.target_forwards, self.drafted, self.accepted, self.emitted,
                      self.elapsed_s, self.prefill_s, list(self.drafted_at), list(self.tested_at),
