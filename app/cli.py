@@ -1,4 +1,4 @@
-"""The ``specdec`` command line: generate, bench, train.
+"""The ``specdec`` command line: generate, bench, train, and the front ends (demo, serve, lsp).
 
 Contract: every subcommand imports its heavy dependencies lazily (``specdec --help`` loads no
 model and no torch); bad settings and unusable model folders end with a one-line error and exit
@@ -129,7 +129,34 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--vocab-size", type=int, default=4096)
     t.add_argument("--no-compile", action="store_true", help="skip torch.compile (slower, starts faster)")
     t.set_defaults(func=cmd_train)
+    for name, module, help_text in FRONT_ENDS:
+        _add_front_end(sub, name, module, help_text)
     return p
+
+
+# Front ends, each in its own module with ``add_arguments(parser)`` and ``run(args) -> int``. Those
+# modules import nothing heavy at module level (gradio, websockets, pygls and torch load inside
+# ``run``), so ``specdec --help`` stays fast. A module that is not there yet is simply not offered.
+FRONT_ENDS: list[tuple[str, str, str]] = [
+    ("demo", "app.demo_cli", "the browser demo: live token fates, acceptance plots, race, theory"),
+    ("serve", "app.serve_cli", "the WebSocket streaming server (token fates over a documented protocol)"),
+    ("lsp", "lsp.cli", "the language server: speculative code completion for editors"),
+]
+
+
+def _add_front_end(sub, name: str, module: str, help_text: str) -> None:
+    import importlib
+    import importlib.util
+    try:
+        if importlib.util.find_spec(module) is None:
+            return
+    except ModuleNotFoundError:
+        return
+    mod = importlib.import_module(module)
+    fp = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mod.add_arguments(fp)
+    fp.set_defaults(func=mod.run)
 
 
 def main(argv: list[str] | None = None) -> int:
