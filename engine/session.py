@@ -103,10 +103,13 @@ class Engine:
             return self.draft
         raise ConfigError(f"method {spec.method!r} is not available; available: {', '.join(self.methods)}")
 
-    def stream(self, prompt: str | list[int], spec: GenerateSpec) -> Iterator[StepEvent]:
+    def stream(self, prompt: str | list[int], spec: GenerateSpec,
+               proposer: Proposer | None = None) -> Iterator[StepEvent]:
+        """The loop's events. ``proposer`` replaces the method's own proposer for this request (a
+        front end's prompt lookup over other open documents, say); it must keep invariant I3."""
         ids = self.encode(prompt)
         with self.lock:
-            proposer = self.proposer(spec)  # under the lock: it configures the shared draft model
+            proposer = proposer or self.proposer(spec)  # under the lock: it configures the shared draft
             yield from _loop(self, ids, spec, proposer)
 
     def generate(self, prompt: str | list[int], spec: GenerateSpec) -> Result:

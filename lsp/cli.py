@@ -1,0 +1,79 @@
+"""Serve speculative code completions to editors over the Language Server Protocol (stdio or TCP).
+
+Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server, starts loading the
+models on the engine's worker thread, and serves until the client sends ``exit`` (stdio) or the
+process is stopped (TCP). Bad flags end with a one-line error and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """Editors start it as `specdec lsp` (stdio). Settings, as initializationOptions or
+workspace/didChangeConfiguration (optionally under a "specdec" key):
+  method            none | draft | lookup | ... (what the loaded models allow; default: lookup,
+                    the fastest in the bench, or none without it)
+  max_new_tokens    1-256 (default 48)          stop   "line" (default) or "block"
+  temperature       0 = greedy (default)        k      "auto" (default) or 1-16
+  cache             typed-ahead cache (default true)
+  lookup_documents  prompt lookup also copies from the rest of the document and other open
+                    documents (default true)
+  telemetry         initializationOptions only: a specdec/stats notification after each completion
+
+examples:
+  specdec lsp                                  # stdio, for an editor
+  specdec lsp --tcp 127.0.0.1:2087             # TCP, for debugging with a client that connects
+  specdec lsp --method draft --stop block
+  python -m lsp.bench --limit 10               # latency benchmark through a real LSP client
+Editor set-up (Neovim, VS Code, Helix): docs/lsp.md.
+"""
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"--tcp wants HOST:PORT, e.g. 127.0.0.1:2087, got {value!r}")
+    return host, int(port)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from app.cli import add_model_args
+    parser.epilog = EPILOG
+    parser.add_argument("--tcp", type=_host_port, default=None, metavar="HOST:PORT",
+                        help="listen on TCP instead of stdio (bind 127.0.0.1 unless you mean otherwise)")
+    parser.add_argument("--method", default=None, help="default method (default: lookup if available, else none)")
+    parser.add_argument("--max-new-tokens", type=int, default=48, help="default token limit per completion")
+    parser.add_argument("--stop", choices=["line", "block"], default="line",
+                        help="line: complete to the end of the line; block: to the end of the indented block")
+    parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
+    add_model_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import sys
+
+    from app.cli import load_engine
+    from engine.config import ConfigError
+
+    from .completion import Options, OptionsError
+    from .server import create
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    defaults = Options(method=args.method, max_new_tokens=args.max_new_tokens, stop=args.stop)
+    try:
+        defaults.check((args.method,) if args.method else ())
+    except OptionsError as e:
+        raise ConfigError(str(e)) from None
+
+    def loader():
+        import torch
+        torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+        return load_engine(args)
+
+    server = create(loader, defaults)
+    if args.tcp:
+        print(f"specdec lsp: listening on {args.tcp[0]}:{args.tcp[1]}", file=sys.stderr, flush=True)
+        server.start_tcp(*args.tcp)
+    else:
+        server.start_io()
+    return 0

@@ -1,0 +1,167 @@
+"""The pygls language server: thin handlers over ``lsp.completion`` and ``lsp.completer``.
+
+Contract:
+- ``initialize`` waits for the model (loading starts with the process, on the engine's worker
+  thread) and reads ``initializationOptions``; ``workspace/didChangeConfiguration`` updates them.
+  Bad settings are reported with ``window/showMessage`` and the previous ones stay in force.
+- ``textDocument/completion`` answers one item whose ``insertText`` is the model's continuation
+  at the cursor (its ``textEdit`` replaces the word before the cursor with that word plus the
+  continuation, so clients that filter by the word keep it); ``textDocument/inlineCompletion``
+  answers one item with the continuation as ``insertText`` at the cursor.
+- Unknown documents, positions outside the document, empty or undecodable text get an empty
+  answer, never an error that stops the server. ``$/cancelRequest`` stops the generation between
+  engine steps and the client gets RequestCancelled (-32800); a newer request for the same
+  document stops an older one between steps and the older one gets an empty, incomplete list.
+- With ``initializationOptions: {"telemetry": true}``, a ``specdec/stats`` notification follows
+  every answered completion: uri, method, source (model or cache), tokens, tau, alpha, ms.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from lsprotocol import types as t
+from pygls.lsp.server import LanguageServer
+
+from .completer import Completer, Outcome
+from .completion import Options, OptionsError, TypeAhead, current_line, offset_at, word_before
+
+log = logging.getLogger("specdec.lsp")
+STATS = "specdec/stats"
+
+
+class SpecdecServer(LanguageServer):
+    def __init__(self, loader: Any, defaults: Options = Options()) -> None:
+        super().__init__("specdec", "0.1")
+        self.options = defaults
+        self.typeahead = TypeAhead()
+        self.latest: dict[str, int] = {}
+        self.seq = 0
+        self.completer: Completer | None = None
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="specdec-engine")  # owns the engine
+        self.loading: Future = self.worker.submit(loader)
+
+    async def ready(self) -> Completer:
+        if self.completer is None:
+            engine = await asyncio.wrap_future(self.loading)
+            self.completer = self.completer or Completer(engine, self.worker)
+            if self.options.method not in (None, *engine.methods):
+                log.error("method %r is not available (%s); using the default", self.options.method,
+                          ", ".join(engine.methods))
+                self.options = replace(self.options, method=None)
+        return self.completer
+
+    def configure(self, data: Any, initial: bool = False) -> None:
+        methods = self.completer.engine.methods if self.completer else ()
+        try:
+            new = self.options.updated(data, methods)
+            if not initial and new.telemetry != self.options.telemetry:
+                raise OptionsError("telemetry is set in initializationOptions only")
+            self.options = new
+        except (OptionsError, TypeError) as e:
+            self.window_show_message(t.ShowMessageParams(t.MessageType.Error, f"specdec: {e}"))
+
+    def text_before(self, uri: str, pos: t.Position) -> tuple[str, str] | None:
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return None
+        text = doc.source
+        encoding = self.workspace.position_encoding
+        encoding = str(getattr(encoding, "value", encoding) or "utf-16")
+        offset = offset_at(text, pos.line, pos.character, encoding)
+        return None if offset is None else (text[:offset], text[offset:])
+
+    def others(self, uri: str) -> list[tuple[str, int, str]]:
+        docs = self.workspace.text_documents
+        return [(u, d.version or 0, d.source) for u, d in reversed(docs.items()) if u != uri]
+
+    async def complete(self, uri: str, pos: t.Position) -> tuple[str, str] | None:
+        """(prefix, completion) or None; raises CancelledError when the client cancels."""
+        t0 = time.perf_counter()
+        completer = await self.ready()
+        got = self.text_before(uri, pos)
+        if got is None:
+            return None
+        prefix, after = got
+        opts = self.options
+        key = (opts.stop, opts.max_new_tokens, opts.temperature)
+        self.seq += 1
+        self.latest[uri] = seq = self.seq
+        rest = self.typeahead.rest(uri, prefix, key) if opts.cache else None
+        if rest is not None:
+            self.notify_stats(uri, opts, "cache", Outcome(rest, None), t0)
+            return prefix, rest
+        try:
+            others = self.others(uri) if opts.lookup_documents else []
+            job = await completer.call(completer.prepare, prefix, after, others, opts)
+        except ValueError as e:  # ConfigError: empty prompt, no room
+            log.info("no completion: %s", e)
+            return None
+        out = await completer.run(job, lambda: self.latest.get(uri) != seq)
+        if out.text is None:
+            return prefix, ""
+        self.typeahead.remember(uri, prefix, out.text, key)
+        self.notify_stats(uri, opts, "model", out, t0, job.method)
+        return prefix, out.text
+
+    def notify_stats(self, uri: str, opts: Options, source: str, out: Outcome, t0: float,
+                     method: str | None = None) -> None:
+        if not opts.telemetry:
+            return
+        s = out.stats
+        self.protocol.notify(STATS, {
+            "uri": uri, "method": method, "source": source, "text": out.text,
+            "tokens": s.emitted if s else 0, "tau": s.tau if s else None, "alpha": s.alpha if s else None,
+            "ms": 1000 * (time.perf_counter() - t0)})
+
+
+def _word_start(pos: t.Position, word: str) -> t.Position:
+    return t.Position(pos.line, max(0, pos.character - len(word.encode("utf-16-le")) // 2))
+
+
+def create(loader: Any, defaults: Options = Options()) -> SpecdecServer:
+    server = SpecdecServer(loader, defaults)
+
+    @server.feature(t.INITIALIZE)
+    async def initialize(ls: SpecdecServer, params: t.InitializeParams) -> None:
+        await ls.ready()
+        ls.configure(params.initialization_options, initial=True)
+
+    @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: SpecdecServer, params: t.DidChangeConfigurationParams) -> None:
+        ls.configure(params.settings)
+
+    @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: SpecdecServer, params: t.DidCloseTextDocumentParams) -> None:
+        ls.typeahead.forget(params.text_document.uri)
+
+    @server.feature(t.TEXT_DOCUMENT_COMPLETION, t.CompletionOptions(trigger_characters=[".", "(", "[", ",", "="]))
+    async def completion(ls: SpecdecServer, params: t.CompletionParams) -> t.CompletionList:
+        got = await ls.complete(params.text_document.uri, params.position)
+        if got is None:
+            return t.CompletionList(is_incomplete=False, items=[])
+        prefix, text = got
+        if not text:
+            return t.CompletionList(is_incomplete=True, items=[])
+        word = word_before(prefix)
+        label = (word + text).strip().split("\n")[0][:80] or text[:80]
+        edit = t.TextEdit(t.Range(_word_start(params.position, word), params.position), word + text)
+        item = t.CompletionItem(label=label, kind=t.CompletionItemKind.Text, detail="specdec",
+                                insert_text=text, filter_text=word + text, text_edit=edit, sort_text="0",
+                                insert_text_format=t.InsertTextFormat.PlainText, preselect=True,
+                                documentation=current_line(prefix) + text)
+        return t.CompletionList(is_incomplete=True, items=[item])
+
+    @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION)
+    async def inline_completion(ls: SpecdecServer, params: t.InlineCompletionParams) -> t.InlineCompletionList:
+        got = await ls.complete(params.text_document.uri, params.position)
+        if got is None or not got[1]:
+            return t.InlineCompletionList(items=[])
+        item = t.InlineCompletionItem(insert_text=got[1], range=t.Range(params.position, params.position))
+        return t.InlineCompletionList(items=[item])
+
+    return server
