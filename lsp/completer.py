@@ -43,6 +43,7 @@ class Job:
     mode: str
     base_indent: int
     method: str
+    stats: Any | None = None  # engine.events.Stats after the latest step (progress, even if stopped)
 
 
 @dataclass
@@ -58,7 +59,13 @@ class Completer:
         self._others: dict[str, tuple[int, Any]] = {}  # uri -> (version, token ids)
 
     def encode(self, text: str) -> list[int]:
-        return self.engine.tokenizer.encode(clean(text), add_special_tokens=False) if text else []
+        """Token ids as ``tokenizer.encode(text, add_special_tokens=False)``, without its length warning."""
+        if not text:
+            return []
+        fast = getattr(self.engine.tokenizer, "backend_tokenizer", None)
+        if fast is not None:
+            return fast.encode(clean(text), add_special_tokens=False).ids
+        return self.engine.tokenizer.encode(clean(text), add_special_tokens=False)
 
     def prepare(self, prefix: str, after: str, others: list[tuple[str, int, str]], options: Options) -> Job:
         from engine.config import ConfigError, GenerateSpec, SamplingParams
@@ -96,7 +103,7 @@ class Completer:
     async def call(self, fn: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
 
-    async def run(self, job: Job, stale: Callable[[], bool]) -> Outcome:
+    async def run(self, job: Job, stale: Callable[[], bool], on_step: Callable[[Any], None] | None = None) -> Outcome:
         it = self.engine.stream(job.ids, job.spec, job.proposer)
         text, stats = "", None
         try:
@@ -105,6 +112,9 @@ class Completer:
                 if ev is None:
                     return Outcome(finish(text, job.mode, job.base_indent), stats)
                 text, stats = text + ev.text, ev.stats
+                job.stats = stats
+                if on_step is not None:
+                    on_step(stats)
                 done = cut(text, job.mode, job.base_indent)
                 if done is not None:
                     return Outcome(done, stats)

@@ -13,7 +13,8 @@ Contract:
   engine steps and the client gets RequestCancelled (-32800); a newer request for the same
   document stops an older one between steps and the older one gets an empty, incomplete list.
 - With ``initializationOptions: {"telemetry": true}``, a ``specdec/stats`` notification follows
-  every answered completion: uri, method, source (model or cache), tokens, tau, alpha, ms.
+  every completion request: uri, method, source (model or cache), outcome (done, cancelled,
+  superseded), text, tokens, steps, tau, alpha, ms (from the request's arrival).
 """
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ class SpecdecServer(LanguageServer):
         docs = self.workspace.text_documents
         return [(u, d.version or 0, d.source) for u, d in reversed(docs.items()) if u != uri]
 
-    async def complete(self, uri: str, pos: t.Position) -> tuple[str, str] | None:
+    async def complete(self, uri: str, pos: t.Position, token: t.ProgressToken | None = None
+                       ) -> tuple[str, str] | None:
         """(prefix, completion) or None; raises CancelledError when the client cancels."""
         t0 = time.perf_counter()
         completer = await self.ready()
@@ -93,7 +95,7 @@ class SpecdecServer(LanguageServer):
         self.latest[uri] = seq = self.seq
         rest = self.typeahead.rest(uri, prefix, key) if opts.cache else None
         if rest is not None:
-            self.notify_stats(uri, opts, "cache", Outcome(rest, None), t0)
+            self.notify_stats(uri, opts, "cache", "done", Outcome(rest, None), t0)
             return prefix, rest
         try:
             others = self.others(uri) if opts.lookup_documents else []
@@ -101,22 +103,54 @@ class SpecdecServer(LanguageServer):
         except ValueError as e:  # ConfigError: empty prompt, no room
             log.info("no completion: %s", e)
             return None
-        out = await completer.run(job, lambda: self.latest.get(uri) != seq)
+        progress = Progress(self, token, job.method)
+        try:
+            out = await completer.run(job, lambda: self.latest.get(uri) != seq, progress.step)
+        except asyncio.CancelledError:
+            self.notify_stats(uri, opts, "model", "cancelled", Outcome(None, job.stats), t0, job.method)
+            raise
+        finally:
+            progress.end()
         if out.text is None:
+            self.notify_stats(uri, opts, "model", "superseded", out, t0, job.method)
             return prefix, ""
         self.typeahead.remember(uri, prefix, out.text, key)
-        self.notify_stats(uri, opts, "model", out, t0, job.method)
+        self.notify_stats(uri, opts, "model", "done", out, t0, job.method)
         return prefix, out.text
 
-    def notify_stats(self, uri: str, opts: Options, source: str, out: Outcome, t0: float,
+    def notify_stats(self, uri: str, opts: Options, source: str, outcome: str, out: Outcome, t0: float,
                      method: str | None = None) -> None:
+        """The ``specdec/stats`` notification, when the client asked for telemetry."""
         if not opts.telemetry:
             return
         s = out.stats
         self.protocol.notify(STATS, {
-            "uri": uri, "method": method, "source": source, "text": out.text,
-            "tokens": s.emitted if s else 0, "tau": s.tau if s else None, "alpha": s.alpha if s else None,
+            "uri": uri, "method": method, "source": source, "outcome": outcome, "text": out.text,
+            "tokens": s.emitted if s else 0, "steps": s.steps if s else 0,
+            "tau": s.tau if s else None, "alpha": s.alpha if s else None,
             "ms": 1000 * (time.perf_counter() - t0)})
+
+
+class Progress:
+    """Work-done progress for a request that carries a ``workDoneToken``: begin at the first
+    engine step, a report per step (tokens so far), end when the request ends however it ends."""
+
+    def __init__(self, ls: SpecdecServer, token: t.ProgressToken | None, method: str) -> None:
+        self.ls, self.token, self.method, self.begun = ls, token, method, False
+
+    def step(self, stats: Any) -> None:
+        if self.token is None:
+            return
+        if not self.begun:
+            self.begun = True
+            self.ls.work_done_progress.begin(self.token, t.WorkDoneProgressBegin(
+                title="specdec", message=f"completing ({self.method})", cancellable=False))
+        self.ls.work_done_progress.report(self.token, t.WorkDoneProgressReport(message=f"{stats.emitted} tokens"))
+
+    def end(self) -> None:
+        if self.token is not None and self.begun:
+            self.ls.work_done_progress.end(self.token, t.WorkDoneProgressEnd())
+            self.ls.work_done_progress.tokens.pop(self.token, None)
 
 
 def _word_start(pos: t.Position, word: str) -> t.Position:
@@ -141,7 +175,7 @@ def create(loader: Any, defaults: Options = Options()) -> SpecdecServer:
 
     @server.feature(t.TEXT_DOCUMENT_COMPLETION, t.CompletionOptions(trigger_characters=[".", "(", "[", ",", "="]))
     async def completion(ls: SpecdecServer, params: t.CompletionParams) -> t.CompletionList:
-        got = await ls.complete(params.text_document.uri, params.position)
+        got = await ls.complete(params.text_document.uri, params.position, params.work_done_token)
         if got is None:
             return t.CompletionList(is_incomplete=False, items=[])
         prefix, text = got
@@ -156,9 +190,9 @@ def create(loader: Any, defaults: Options = Options()) -> SpecdecServer:
                                 documentation=current_line(prefix) + text)
         return t.CompletionList(is_incomplete=True, items=[item])
 
-    @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION)
+    @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())
     async def inline_completion(ls: SpecdecServer, params: t.InlineCompletionParams) -> t.InlineCompletionList:
-        got = await ls.complete(params.text_document.uri, params.position)
+        got = await ls.complete(params.text_document.uri, params.position, params.work_done_token)
         if got is None or not got[1]:
             return t.InlineCompletionList(items=[])
         item = t.InlineCompletionItem(insert_text=got[1], range=t.Range(params.position, params.position))
