@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=48, help="default token limit per completion")
     parser.add_argument("--stop", choices=["line", "block"], default="line",
                         help="line: complete to the end of the line; block: to the end of the indented block")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for the model (default 1: for one short completion of a small model, "
+                             "a second thread gains little and an editor's machine is busy with other work)")
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
     add_model_args(parser)
 
@@ -59,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     from .server import create
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.threads < 1:
+        raise ConfigError(f"--threads must be >= 1, got {args.threads}")
     defaults = Options(method=args.method, max_new_tokens=args.max_new_tokens, stop=args.stop)
     try:
         defaults.check((args.method,) if args.method else ())
@@ -67,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     def loader():
         import torch
-        torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+        torch.set_num_threads(args.threads)
         return load_engine(args)
 
     server = create(loader, defaults)

@@ -10,8 +10,9 @@ Contract:
   dedicated worker thread, so a cancel (``asyncio.CancelledError``) lands between steps; it
   stops as soon as ``completion.cut`` says the continuation ended, or ``stale()`` turns true (a
   newer request for the same document); the generator is always closed on that same thread
-  (``Engine.stream`` cannot be closed from another thread while a step runs). The engine lock is
-  free again once the close has run, before any later job's first step.
+  (``Engine.stream`` cannot be closed from another thread while a step runs). Jobs take turns
+  (an asyncio lock held until the close is queued), so the engine lock is free again before any
+  later job's first step: two streams interleaved on the one worker would deadlock on it.
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ class Completer:
         self.engine = engine
         self.worker = worker or ThreadPoolExecutor(1, thread_name_prefix="specdec-engine")
         self._others: dict[str, tuple[int, Any]] = {}  # uri -> (version, token ids)
+        self._turn: asyncio.Lock | None = None
 
     def encode(self, text: str) -> list[int]:
         """Token ids as ``tokenizer.encode(text, add_special_tokens=False)``, without its length warning."""
@@ -104,6 +106,12 @@ class Completer:
         return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
 
     async def run(self, job: Job, stale: Callable[[], bool], on_step: Callable[[Any], None] | None = None) -> Outcome:
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:  # one stream at a time: another's first step would wait on engine.lock forever
+            return await self._run(job, stale, on_step)
+
+    async def _run(self, job: Job, stale: Callable[[], bool], on_step: Callable[[Any], None] | None) -> Outcome:
         it = self.engine.stream(job.ids, job.spec, job.proposer)
         text, stats = "", None
         try:

@@ -184,3 +184,16 @@ async def test_bad_inputs_get_empty_answers_and_the_server_keeps_serving(client:
     await server.stdin.drain()
     got = await complete(client, "file:///small.py", 1, 0)
     assert got.items and got.items[0].insert_text
+
+
+async def test_a_request_for_another_document_waits_its_turn(client: LanguageClient):
+    old = await _start_long(client, "file:///turn-a.py", "turn-1")
+    open_doc(client, "file:///turn-b.py", DOC)
+    configure(client, stop="line", max_new_tokens=16, cache=False, method=None)
+    other = asyncio.ensure_future(complete(client, "file:///turn-b.py", DEF_LINE, 4))
+    await asyncio.sleep(0.2)
+    client.protocol.notify(t.CANCEL_REQUEST, t.CancelParams(id="turn-1"))
+    with pytest.raises(JsonRpcException):
+        await old
+    assert (await asyncio.wait_for(other, 120)).items  # no deadlock on the engine lock
+    configure(client, stop="line", max_new_tokens=48, cache=True, method=None)
