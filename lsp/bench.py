@@ -4,8 +4,10 @@ Usage: ``python -m lsp.bench [--limit N] [--positions P] [--methods none,lookup,
 
 Contract: it starts ``python -m app.cli lsp`` as a subprocess, talks to it with pygls' own
 language client, and for every held-out document (the shipped prompts, cut from files no model
-trained on) picks ``--positions`` cursor positions in the middle of lines (seeded). The scenario is
-a user writing the file top to bottom: the document holds the text up to the cursor. At each
+trained on) picks ``--positions`` cursor positions in the middle of lines (seeded). The default
+scenario is a user writing the file top to bottom: the document holds the text up to the cursor
+(``--scenario middle``: the lines below the cursor's line are there too, as when editing inside a
+file; the rest of the cursor's own line never is). At each
 position, every method runs once, in an order that rotates from position to position; before
 each timed request the editor "asked a keystroke ago" (an untimed 1-token request one character
 earlier, which also leaves the target's cache warm, as in real typing; ``--cold`` skips it). The
@@ -69,9 +71,9 @@ async def run(args: argparse.Namespace) -> dict:
         client.text_document_did_change(t.DidChangeTextDocumentParams(
             t.VersionedTextDocumentIdentifier(version=version, uri=uri), [t.TextDocumentContentChangeWholeDocument(text)]))
 
-    async def ask(uri: str, text: str) -> tuple[float, str]:
+    async def ask(uri: str, text: str, below: str) -> tuple[float, str]:
         line, col = text.count("\n"), len(text) - text.rfind("\n") - 1
-        show(uri, text)
+        show(uri, text + below)
         t1 = time.perf_counter()
         res = await client.text_document_completion_async(
             t.CompletionParams(t.TextDocumentIdentifier(uri), t.Position(line, col)))
@@ -82,12 +84,14 @@ async def run(args: argparse.Namespace) -> dict:
         client.text_document_did_open(t.DidOpenTextDocumentParams(t.TextDocumentItem(f"file:///bench/{i}.py", "python", 0, "")))
     for j, (i, off) in enumerate(_progress(jobs, args.no_progress)):
         uri, prefix = f"file:///bench/{i}.py", docs[i][:off]
+        nl = docs[i].find("\n", off)
+        below = docs[i][nl:] if args.scenario == "middle" and nl >= 0 else ""
         for m in methods[j % len(methods):] + methods[: j % len(methods)]:
             if not args.cold:
                 _configure(client, t, method=m, max_new_tokens=1)
-                await ask(uri, prefix[:-1])
+                await ask(uri, prefix[:-1], below)
             _configure(client, t, method=m, max_new_tokens=args.max_new_tokens)
-            ms, text = await ask(uri, prefix)
+            ms, text = await ask(uri, prefix, below)
             s = stats[-1] if stats else None
             rows[m].append({"doc": i, "offset": off, "ms": ms, "text": text,
                             "tokens": getattr(s, "tokens", None), "tau": getattr(s, "tau", None)})
@@ -111,6 +115,7 @@ def _progress(items: list, off: bool):
 def summarise(rows: dict[str, list[dict]], args: argparse.Namespace, startup_s: float, ok: bool) -> dict:
     base = rows.get("none")
     out = {"config": {"n_positions": len(next(iter(rows.values()))), "stop": args.stop, "cold": args.cold,
+                      "scenario": args.scenario, "server_args": args.server_args,
                       "max_new_tokens": args.max_new_tokens, "prompts": str(args.prompts), "seed": args.seed,
                       "server_startup_s": startup_s, "completion_provider": ok}, "methods": {}}
     for m, rs in rows.items():
@@ -147,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop", choices=["line", "block"], default="line")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--cold", action="store_true", help="no untimed request a keystroke earlier")
+    p.add_argument("--scenario", choices=["append", "middle"], default="append",
+                   help="append: the document ends at the cursor (writing a file top to bottom); middle: the "
+                        "lines below the cursor's line are there too (editing inside a file)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=None, help="write results (with every request) as JSON")
     p.add_argument("--no-progress", action="store_true")

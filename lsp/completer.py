@@ -24,7 +24,7 @@ from typing import Any, Callable
 from .completion import Options, current_line, cut, finish, indent_of, tail, trim
 
 CORPUS_CHARS = 32_000  # text around the window, per document, that prompt lookup may copy from
-MAX_OTHERS = 8  # other open documents lookup may copy from (the most recently changed)
+MAX_OTHERS = 8  # other open documents lookup may copy from (the most recently opened)
 
 
 def clean(text: str) -> str:
@@ -109,6 +109,8 @@ class Completer:
         if self._turn is None:
             self._turn = asyncio.Lock()
         async with self._turn:  # one stream at a time: another's first step would wait on engine.lock forever
+            if stale():  # superseded while it waited for its turn
+                return Outcome(None, None)
             return await self._run(job, stale, on_step)
 
     async def _run(self, job: Job, stale: Callable[[], bool], on_step: Callable[[Any], None] | None) -> Outcome:
