@@ -156,7 +156,10 @@ def cut(text: str, mode: str, base_indent: int) -> str | None:
 
 
 def finish(text: str, mode: str, base_indent: int) -> str:
-    """The completion when generation stopped on its own (EOS or the token limit)."""
+    """The completion when generation stopped on its own (EOS or the token limit); nothing if
+    the model produced only whitespace."""
+    if not text.strip():
+        return ""
     done = cut(text, mode, base_indent)
     if done is not None:
         return done

@@ -30,7 +30,7 @@ def test_cut_line_mode_ends_at_the_first_line_with_text():
     assert cut("rest(x)\n    y", "line", 0) == "rest(x)"
     assert cut("\n    return x\n", "line", 0) == "\n    return x"  # cursor at a line's end: the next line
     assert cut("\n\n", "line", 0) is None
-    assert finish("abc", "line", 0) == "abc"
+    assert finish("abc", "line", 0) == "abc" and finish("\n  \n", "line", 0) == ""
 
 
 def test_cut_block_mode_ends_at_the_first_line_back_at_the_cursor_indent():

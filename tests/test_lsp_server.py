@@ -38,6 +38,8 @@ async def client(lsp_client: LanguageClient):
 def expected(engine, prefix: str, mode: str, max_new_tokens: int = 48) -> str:
     """`specdec generate` at temperature 0, cut as docs/lsp.md says the stop modes cut."""
     text = engine.generate(prefix, GenerateSpec(method="none", max_new_tokens=max_new_tokens)).text
+    if not text.strip():
+        return ""
     lines = text.split("\n")
     first = next((i for i, ln in enumerate(lines) if ln.strip()), len(lines))
     if first >= len(lines) - 1:
