@@ -26,7 +26,7 @@ def _check_dir(path: Path, role: str) -> Path:
     path = Path(path)
     if not path.is_dir():
         raise ModelLoadError(f"{role} model folder not found: {path} (train the shipped models with "
-                             "`specdec train`, or pass --{role} DIR with a local Hugging Face model)")
+                             f"`specdec train`, or pass --{role} DIR with a local Hugging Face model)")
     if not (path / "config.json").exists():
         raise ModelLoadError(f"{role} folder {path} has no config.json: not a Hugging Face model folder")
     return path
