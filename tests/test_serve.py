@@ -249,3 +249,36 @@ def test_sigterm_ends_running_and_queued_requests_with_shutdown():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_example_page_streams_coloured_fates_in_a_real_browser(engine):
+    from pathlib import Path
+
+    from playwright.sync_api import sync_playwright
+    page_path = Path(__file__).resolve().parent.parent / "assets" / "web" / "stream.html"
+    prompt, n = "def fibonacci(n):\n", 24
+    with ServerThread(engine, LIMITS, allow_origins=()) as s, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
+            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        try:
+            page = browser.new_page()
+            page.goto(f"{page_path.as_uri()}?server={s.url}&token={TOKEN}")
+            page.wait_for_selector("#generate:not([disabled])", timeout=30_000)
+            page.select_option("#method", "draft")
+            page.fill("#max_new_tokens", str(n))
+            page.click("#generate")
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('done')",
+                                   timeout=60_000)
+            spans = page.eval_on_selector_all("#out span", "els => els.map(e => [e.className, e.textContent, "
+                                              "getComputedStyle(e).color, getComputedStyle(e).textDecorationLine])")
+        finally:
+            browser.close()
+    assert spans[0][:2] == ["prompt", prompt]
+    shown = "".join(text for kind, text, _, _ in spans[1:] if kind != "rejected")
+    assert shown == solo(engine, prompt, method="draft", max_new_tokens=n)[0]
+    style = {kind: (colour, line) for kind, _, colour, line in spans[1:]}
+    assert style["accepted"][0] == "rgb(10, 125, 34)"
+    assert style["rejected"] == ("rgb(198, 40, 40)", "line-through")  # this prompt always has rejections
+    assert style.get("recovered", ("rgb(224, 112, 0)",))[0] == "rgb(224, 112, 0)"
+    assert style.get("bonus", ("rgb(30, 79, 216)",))[0] == "rgb(30, 79, 216)"
