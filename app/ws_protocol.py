@@ -10,7 +10,7 @@ in ``ERROR_CODES``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Union
 
 from engine.config import ConfigError, GenerateSpec, SamplingParams
@@ -37,6 +37,8 @@ SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "seed")
 SPEC_FIELDS = ("method", "k", "max_new_tokens", "confidence", "ngram_max", "ngram_min")
 GENERATE_FIELDS = frozenset(("type", "id", "prompt") + SPEC_FIELDS + SAMPLING_FIELDS)
 MAX_ID_CHARS = 128
+_STATS_FIELDS = tuple(f.name for f in fields(Stats))
+_STATS_DERIVED = ("alpha", "tau", "tokens_per_s", "alpha_per_position", "conditional_alpha_per_position")
 
 RequestId = Union[str, int]
 
@@ -175,13 +177,20 @@ def step(rid: RequestId, ev: StepEvent) -> dict[str, Any]:
     pieces = [{"text": pc.text, "kind": pc.kind, "token_id": pc.token_id, "position": pc.position,
                "p": pc.p, "q": pc.q} for pc in ev.pieces]
     return {"type": "step", "id": rid, "step": ev.step, "pieces": pieces, "text": ev.text,
-            "draft_size": ev.draft_size, "timings_ms": ev.timings_ms, "stats": ev.stats.to_dict()}
+            "draft_size": ev.draft_size, "timings_ms": ev.timings_ms, "stats": stats_dict(ev.stats)}
 
 
 def done(rid: RequestId, stop: str, text: str, tokens: int, stats: Stats | None) -> dict[str, Any]:
     assert stop in STOP_REASONS, stop
     return {"type": "done", "id": rid, "stop": stop, "text": text, "tokens": tokens,
-            "stats": (stats or Stats()).to_dict()}
+            "stats": stats_dict(stats or Stats())}
+
+
+def stats_dict(s: Stats) -> dict[str, Any]:
+    """``Stats.to_dict()`` without ``dataclasses.asdict``'s deep copy (10x faster; sent every step)."""
+    d = {name: getattr(s, name) for name in _STATS_FIELDS}
+    d.update((name, getattr(s, name)) for name in _STATS_DERIVED)
+    return d
 
 
 def error(rid: RequestId | None, code: str, message: str) -> dict[str, Any]:

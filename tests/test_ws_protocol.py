@@ -127,6 +127,13 @@ def test_server_messages_are_json_with_the_documented_fields():
         proto.error("r", "no_such_code", "x")
 
 
+def test_fast_stats_dict_equals_stats_to_dict():
+    s = Stats(steps=3, target_forwards=3, drafted=5, accepted=3, emitted=6, elapsed_s=0.2, prefill_s=0.01,
+              drafted_at=[3, 2], tested_at=[3, 1], accepted_at=[2, 1])
+    assert proto.stats_dict(s) == s.to_dict() and proto.stats_dict(Stats()) == Stats().to_dict()
+    assert list(proto.stats_dict(s)) == list(s.to_dict())
+
+
 def test_non_loopback_without_token_warns():
     assert warnings_for("127.0.0.1", None) == [] and warnings_for("localhost", None) == []
     assert warnings_for("::1", None) == [] and warnings_for("0.0.0.0", "t") == []
