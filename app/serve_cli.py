@@ -70,12 +70,21 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def limits_for(args: argparse.Namespace, context: int):
-    from app.ws_protocol import Limits
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse bad settings before any model is loaded."""
     from engine.config import ConfigError
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
     for name in ("max_queue", "max_new_tokens", "max_message_bytes"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
+        raise ConfigError(f"--max-prompt-tokens must be >= 1, got {args.max_prompt_tokens}")
+
+
+def limits_for(args: argparse.Namespace, context: int):
+    from app.ws_protocol import Limits
+    from engine.config import ConfigError
     prompt_cap = context - 1 if args.max_prompt_tokens is None else args.max_prompt_tokens
     if not 1 <= prompt_cap <= context - 1:
         raise ConfigError(f"--max-prompt-tokens must be in [1, {context - 1}] (the context is {context}), "
@@ -93,13 +102,15 @@ def run(args: argparse.Namespace) -> int:
     from app.ws_protocol import PROTOCOL_VERSION
     from app.ws_server import ServerConfig, StreamServer
     from engine.config import ConfigError
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
+    check_args(args)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     for line in warnings_for(args.host, token):
         print(line, file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
-    engine = load_engine(args)
+    try:
+        engine = load_engine(args)
+    except KeyboardInterrupt:
+        return 130
     config = ServerConfig(args.host, args.port, token, tuple(args.allow_origin), limits_for(args, engine.context))
     server = StreamServer(engine, config)
 
@@ -118,5 +129,7 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(main())
     except OSError as e:  # e.g. the port is taken
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
+        return 130
     print("specdec serve: stopped", file=sys.stderr)
     return 0

@@ -5,8 +5,9 @@ Contract: ``python -m app.ws_bench [options]`` loads one engine, serves it in-pr
 websockets clients in the same process (so the client's own parsing counts against the server).
 Overhead: for every prompt and repeat it runs, back to back in a rotating order, the engine alone
 (``engine.generate``), the engine alone again (an A/A control that shows the noise floor) and the
-same greedy request through the server (send -> done received); each run starts after an untimed
-two-token request on another prompt, because the target and draft caches reuse a common prefix.
+same greedy request through the server (send -> done received); the engine alone runs in a worker
+thread, as it does in the server. Each run starts after an untimed two-token request on another
+prompt to both engines, because the target and draft caches reuse a common prefix.
 It reports the medians of the per-triple wall-time ratios, and the CPU time of the server's
 event-loop thread and of the client as a share of the engine's time. Throughput: the same prompts
 spread round-robin over N concurrent connections, wall time for all. Prints markdown tables and
@@ -17,10 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3, help="overhead pairs per prompt and method")
     p.add_argument("--clients", default="1,4,8", help="concurrency levels for the throughput table")
+    p.add_argument("--in-process", action="store_true",
+                   help="serve from a thread of this process (same engine object; the client shares its GIL) "
+                        "instead of a `specdec serve` child process")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     return p.parse_args(argv)
 
@@ -55,8 +63,12 @@ class InProcessServer:
 
     async def _main(self) -> None:
         self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-        self.loop_clock = time.pthread_getcpuclockid(threading.get_ident())
+        self._clock = time.pthread_getcpuclockid(threading.get_ident())
         await self.server.run(self.stop, lambda port: self._ready.set())
+
+    def loop_cpu(self) -> float:
+        """CPU seconds used so far by the server's event-loop thread."""
+        return time.clock_gettime(self._clock)
 
     def __enter__(self) -> str:
         self._thread.start()
@@ -67,6 +79,34 @@ class InProcessServer:
     def __exit__(self, *exc: object) -> None:
         self.loop.call_soon_threadsafe(self.stop.set)
         self._thread.join(60)
+
+
+class ServeProcess:
+    """``specdec serve --port 0`` as a child process, as users run it; stopped with SIGTERM."""
+
+    def __init__(self, max_queue: int) -> None:
+        self.argv = [sys.executable, "-m", "app.cli", "serve", "--port", "0", "--max-queue", str(max_queue)]
+
+    def loop_cpu(self) -> float:
+        """CPU seconds used so far by the server's main thread (its event loop), from /proc (10 ms ticks)."""
+        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> str:
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=None if os.environ.get("WS_BENCH_DEBUG") else subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.kill()
+            raise RuntimeError(f"specdec serve did not start: {line!r}")
+        return line.split(" on ", 1)[1].split()[0]
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
 async def request(ws, rid: str, prompt: str, method: str, n: int) -> dict[str, Any]:
@@ -86,20 +126,31 @@ async def request(ws, rid: str, prompt: str, method: str, n: int) -> dict[str, A
             return msg
 
 
-async def overhead(engine, server: "InProcessServer", url: str, prompts: list[str], methods: list[str], n: int, repeats: int) -> list[dict]:
+async def overhead(engine, server: InProcessServer | ServeProcess, url: str, prompts: list[str], methods: list[str],
+                   n: int, repeats: int) -> list[dict]:
     from websockets.asyncio.client import connect
 
     from engine.config import GenerateSpec
     rows = []
 
-    def bust() -> None:  # the target and the draft reuse a cached common prefix: start each run cold
-        engine.generate("#", GenerateSpec(method="draft" if "draft" in engine.methods else "none", max_new_tokens=2))
+    # The engine alone runs in one worker thread, as in the server: under load, torch in the main thread
+    # (two OpenMP threads) was measured up to 10x slower than in a second thread on this 2-core machine.
+    pool, loop = ThreadPoolExecutor(1, thread_name_prefix="engine-alone"), asyncio.get_running_loop()
+
+    async def alone(prompt: str, spec) -> int:
+        return len((await loop.run_in_executor(pool, engine.generate, prompt, spec)).tokens)
+
+    bust_method = "draft" if "draft" in engine.methods else "none"
+
+    async def bust(ws) -> None:  # the target and the draft reuse a cached common prefix: start each run cold
+        await alone("#", GenerateSpec(method=bust_method, max_new_tokens=2))
+        await request(ws, "bust", "#", bust_method, 2)  # the server's engine (its own in a child process)
 
     async with connect(url) as ws:
         json.loads(await ws.recv())  # hello
         for method in methods:
             spec = GenerateSpec(method=method, max_new_tokens=n)
-            engine.generate(prompts[0], spec)
+            await alone(prompts[0], spec)
             await request(ws, "warm", prompts[0], method, n)
             runs = []
             bar = tqdm(total=repeats * len(prompts), desc=f"overhead {method}", file=sys.stderr, leave=False)
@@ -108,15 +159,15 @@ async def overhead(engine, server: "InProcessServer", url: str, prompts: list[st
                     run: dict[str, float] = {}
                     order = ("engine", "engine_again", "server")
                     for which in order[(r + i) % 3:] + order[:(r + i) % 3]:
-                        bust()
-                        loop_c0, client_c0 = time.clock_gettime(server.loop_clock), time.thread_time()
+                        await bust(ws)
+                        loop_c0, client_c0 = server.loop_cpu(), time.thread_time()
                         t0 = time.perf_counter()
                         if which == "server":
                             served = (await request(ws, f"{method}-{r}-{i}", prompt, method, n))["tokens"]
-                            run["loop_cpu"] = time.clock_gettime(server.loop_clock) - loop_c0
+                            run["loop_cpu"] = server.loop_cpu() - loop_c0
                             run["client_cpu"] = time.thread_time() - client_c0
                         else:
-                            tokens = len(engine.generate(prompt, spec).tokens)
+                            tokens = await alone(prompt, spec)
                         run[which] = time.perf_counter() - t0
                     if served != tokens:
                         raise RuntimeError(f"server emitted {served} tokens, the engine {tokens}")
@@ -125,16 +176,18 @@ async def overhead(engine, server: "InProcessServer", url: str, prompts: list[st
                     bar.update()
             bar.close()
             rows.append(_overhead_row(method, runs))
+    pool.shutdown()
     return rows
 
 
 def _overhead_row(method: str, runs: list[dict[str, float]]) -> dict[str, Any]:
     tok = sum(r["tokens"] for r in runs)
     med = lambda key: statistics.median(r[key] / r["engine"] for r in runs)  # noqa: E731
+    share = lambda key: 100 * sum(r[key] for r in runs) / sum(r["engine"] for r in runs)  # noqa: E731
     return {"method": method, "runs": len(runs), "tokens": tok,
             "engine_tok_s": tok / sum(r["engine"] for r in runs), "server_tok_s": tok / sum(r["server"] for r in runs),
             "median_server_ratio": med("server"), "median_aa_ratio": med("engine_again"),
-            "loop_cpu_pct": 100 * med("loop_cpu"), "client_cpu_pct": 100 * med("client_cpu")}
+            "loop_cpu_pct": share("loop_cpu"), "client_cpu_pct": share("client_cpu")}
 
 
 async def throughput(url: str, prompts: list[str], method: str, n: int, clients: int) -> dict[str, Any]:
@@ -156,7 +209,7 @@ async def throughput(url: str, prompts: list[str], method: str, n: int, clients:
 
 
 def report(rows: list[dict], thr: list[dict], meta: dict) -> str:
-    lines = [f"engine alone vs through the server ({meta['prompts']} prompts x {meta['repeats']} repeats, "
+    lines = [f"engine alone vs through the server ({meta['server']}, {meta['prompts']} prompts x {meta['repeats']} repeats, "
              f"max_new_tokens {meta['max_new_tokens']}, greedy, runs interleaved; CPU as % of the engine's time)", "",
              "| method | runs | tokens | engine tok/s | server tok/s | server / engine (median) | "
              "engine again / engine (A/A) | server loop CPU | client CPU |", "|---|---|---|---|---|---|---|---|---|"]
@@ -182,12 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     methods = [m for m in args.methods.split(",") if m]
     levels = [int(c) for c in args.clients.split(",") if c]
     engine = Engine.load()
-    server = InProcessServer(engine, max_queue=max(levels + [1]) * 2)
+    queue = max(levels + [1]) * 2
+    server = InProcessServer(engine, queue) if args.in_process else ServeProcess(queue)
     with server as url:
         rows = asyncio.run(overhead(engine, server, url, prompts, methods, args.max_new_tokens, args.repeats))
         thr = [asyncio.run(throughput(url, prompts, methods[-1], args.max_new_tokens, c))
                for c in tqdm(levels, desc="throughput", file=sys.stderr, leave=False)]
-    meta = {"prompts": len(prompts), "repeats": args.repeats, "max_new_tokens": args.max_new_tokens,
+    meta = {"server": "in-process thread" if args.in_process else "specdec serve child process",
+            "prompts": len(prompts), "repeats": args.repeats, "max_new_tokens": args.max_new_tokens,
             "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(report(rows, thr, meta))
     if args.out:

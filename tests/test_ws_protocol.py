@@ -165,3 +165,17 @@ def test_absurd_nesting_is_bad_json_not_a_crash():
     with pytest.raises(proto.ProtocolError) as e:
         proto.parse(raw, proto.Limits(max_message_bytes=10**6), METHODS, encode)
     assert e.value.code == "bad_json"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["serve", "--port", "70000"], "--port must be in [0, 65535]"),
+    (["serve", "--max-queue", "0"], "--max-queue must be >= 1"),
+    (["serve", "--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    (["serve", "--max-message-bytes", "-5"], "--max-message-bytes must be >= 1"),
+    (["serve", "--max-prompt-tokens", "0"], "--max-prompt-tokens must be >= 1"),
+])
+def test_serve_refuses_bad_settings_before_loading_a_model(capsys, argv, message):
+    from app.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
