@@ -137,8 +137,8 @@ async def overhead(engine, server: InProcessServer | ServeProcess, url: str, pro
     # (two OpenMP threads) was measured up to 10x slower than in a second thread on this 2-core machine.
     pool, loop = ThreadPoolExecutor(1, thread_name_prefix="engine-alone"), asyncio.get_running_loop()
 
-    async def alone(prompt: str, spec) -> int:
-        return len((await loop.run_in_executor(pool, engine.generate, prompt, spec)).tokens)
+    async def alone(prompt: str, spec):
+        return await loop.run_in_executor(pool, engine.generate, prompt, spec)
 
     bust_method = "draft" if "draft" in engine.methods else "none"
 
@@ -163,11 +163,13 @@ async def overhead(engine, server: InProcessServer | ServeProcess, url: str, pro
                         loop_c0, client_c0 = server.loop_cpu(), time.thread_time()
                         t0 = time.perf_counter()
                         if which == "server":
-                            served = (await request(ws, f"{method}-{r}-{i}", prompt, method, n))["tokens"]
+                            done = await request(ws, f"{method}-{r}-{i}", prompt, method, n)
+                            served, run["server_engine"] = done["tokens"], done["stats"]["elapsed_s"]
                             run["loop_cpu"] = server.loop_cpu() - loop_c0
                             run["client_cpu"] = time.thread_time() - client_c0
                         else:
-                            tokens = await alone(prompt, spec)
+                            res = await alone(prompt, spec)
+                            tokens, run[which + "_engine"] = len(res.tokens), res.stats.elapsed_s
                         run[which] = time.perf_counter() - t0
                     if served != tokens:
                         raise RuntimeError(f"server emitted {served} tokens, the engine {tokens}")
@@ -187,6 +189,7 @@ def _overhead_row(method: str, runs: list[dict[str, float]]) -> dict[str, Any]:
     return {"method": method, "runs": len(runs), "tokens": tok,
             "engine_tok_s": tok / sum(r["engine"] for r in runs), "server_tok_s": tok / sum(r["server"] for r in runs),
             "median_server_ratio": med("server"), "median_aa_ratio": med("engine_again"),
+            "median_engine_in_server_ratio": statistics.median(r["server_engine"] / r["engine_engine"] for r in runs),
             "loop_cpu_pct": share("loop_cpu"), "client_cpu_pct": share("client_cpu")}
 
 
@@ -212,9 +215,11 @@ def report(rows: list[dict], thr: list[dict], meta: dict) -> str:
     lines = [f"engine alone vs through the server ({meta['server']}, {meta['prompts']} prompts x {meta['repeats']} repeats, "
              f"max_new_tokens {meta['max_new_tokens']}, greedy, runs interleaved; CPU as % of the engine's time)", "",
              "| method | runs | tokens | engine tok/s | server tok/s | server / engine (median) | "
-             "engine again / engine (A/A) | server loop CPU | client CPU |", "|---|---|---|---|---|---|---|---|---|"]
+             "engine again / engine (A/A) | engine loop inside server / alone | server loop CPU | client CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['method']} | {r['runs']} | {r['tokens']} | {r['engine_tok_s']:.1f} | {r['server_tok_s']:.1f} | "
-              f"{r['median_server_ratio']:.3f} | {r['median_aa_ratio']:.3f} | {r['loop_cpu_pct']:.1f}% | "
+              f"{r['median_server_ratio']:.3f} | {r['median_aa_ratio']:.3f} | "
+              f"{r['median_engine_in_server_ratio']:.3f} | {r['loop_cpu_pct']:.1f}% | "
               f"{r['client_cpu_pct']:.1f}% |" for r in rows]
     lines += ["", f"throughput: {meta['prompts']} requests spread over N concurrent connections (method "
                   f"{thr[0]['method'] if thr else '-'})", "",
