@@ -135,7 +135,7 @@ async def overhead(engine, server: InProcessServer | ServeProcess, url: str, pro
     rows = []
 
     # The engine alone runs in one worker thread, as in the server: under load, torch in the main thread
-    # (two OpenMP threads) was measured up to 10x slower than in a second thread on this 2-core machine.
+    # (two OpenMP threads) was measured 6-19x slower than in a second thread on this 2-core machine.
     pool, loop = ThreadPoolExecutor(1, thread_name_prefix="engine-alone"), asyncio.get_running_loop()
 
     async def alone(prompt: str, spec):
