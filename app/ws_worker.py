@@ -14,6 +14,7 @@ supplied by the connection), in the order start, step..., done; exactly one ``do
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import threading
 import time
@@ -44,6 +45,7 @@ class Job:
     steps: int = 0
     steps_at_cancel: int | None = None
     stop: str | None = None
+    seq: int = -1  # arrival order at the worker, set by submit
 
 
 class Worker:
@@ -55,6 +57,7 @@ class Worker:
         self._queue: collections.deque[Job] = collections.deque()
         self._running: Job | None = None
         self._closing = False
+        self._arrivals = itertools.count()
         self.finished: collections.deque[Job] = collections.deque(maxlen=256)
         self._thread = threading.Thread(target=self._run, name="specdec-engine", daemon=True)
 
@@ -71,6 +74,7 @@ class Worker:
                 raise ShuttingDown("the server is shutting down and takes no new requests")
             if len(self._queue) >= self.max_queue:
                 raise Busy(f"the queue is full ({self.max_queue} requests waiting); try again later")
+            job.seq = next(self._arrivals)
             self._queue.append(job)
             self._cond.notify()
 
