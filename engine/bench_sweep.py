@@ -14,10 +14,11 @@ that the bench's summary cannot make (they need the draft size of every step):
   modelled, every cost (propose, score, verify, Python) measured. What is left between it and the
   measured speedup is the acceptance model's error plus prefill.
 with E = ``theory.expected_tokens`` and alpha = the pooled conditional acceptance rate.
-``plot(result)`` draws speedup against k (measured solid, predicted per position dashed) as an
-SVG; ``format_rows`` is the text table. The command line is ``specdec sweep`` (app/sweep_cli.py). The draft's confidence
-cut-off is off by default (``--confidence 0``) so that k is the drafted length, as the theory
-assumes; the bench's defaults (0.2) are one flag away.
+``plot(result)`` draws speedup against k as an SVG (measured solid, per-position prediction
+dashed, the draft's textbook prediction dotted); ``format_rows`` is the text table. The command
+line is ``specdec sweep`` (app/sweep_cli.py). The draft's confidence cut-off is off by default
+(``--confidence 0``) so that k is the drafted length, as the theory assumes; the bench's default
+(0.2) is one flag away.
 """
 from __future__ import annotations
 
@@ -109,14 +110,16 @@ def sweep(engine, prompts: list[str], ks: list[int], methods: list[str], max_new
 
 
 def plot(result: dict, title: str) -> str:
-    from .svgplot import Series, line_chart
+    from .svgplot import DASHED, DOTTED, Series, line_chart
     series = []
     for method in dict.fromkeys(d["method"] for d in result["methods"].values() if d["method"] != "none"):
         rows = sorted((d for d in result["methods"].values() if d["method"] == method), key=lambda d: d["k"])
         ks = [d["k"] for d in rows]
         colour = COLOURS.get(method, "#444")
         series.append(Series(f"{method} measured", ks, [d["speedup"] for d in rows], colour))
-        series.append(Series(f"{method} predicted", ks, [d["predicted_per_position"] for d in rows], colour, True))
+        series.append(Series(f"{method} per-position", ks, [d["predicted_per_position"] for d in rows], colour, DASHED))
+        if method == "draft":
+            series.append(Series(f"{method} textbook", ks, [d["predicted_textbook"] for d in rows], colour, DOTTED))
     return line_chart(series, title, "k (draft tokens per step)", "speedup over plain decoding")
 
 

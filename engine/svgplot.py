@@ -1,8 +1,8 @@
 """A tiny SVG line-chart writer (pure Python, no dependency) for the plots in docs/.
 
 Contract: ``line_chart(series, title, x_label, y_label)`` returns a complete, self-contained SVG
-document as a string. ``series`` is a list of ``Series(label, xs, ys, colour, dashed)``; points
-whose y is None are skipped. The axes start at the data's bounds rounded outwards to "nice" ticks,
+document as a string. ``series`` is a list of ``Series(label, xs, ys, colour, dash)``, ``dash`` an
+SVG dash pattern ("" solid, DASHED, DOTTED); points whose y is None are skipped. The axes start at the data's bounds rounded outwards to "nice" ticks,
 a dotted horizontal line marks ``reference_y`` (e.g. speedup 1.0), and a legend sits top right.
 """
 from __future__ import annotations
@@ -21,7 +21,10 @@ class Series:
     xs: list[float]
     ys: list[float | None]
     colour: str = "#1f77b4"
-    dashed: bool = False
+    dash: str = ""
+
+
+DASHED, DOTTED = "6,4", "2,3"
 
 
 def nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
@@ -74,11 +77,11 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str,
                f'{escape(y_label)}</text>')
     for i, s in enumerate(series):
         pts = [(sx(x), sy(y)) for x, y in zip(s.xs, s.ys) if y is not None]
-        dash = ' stroke-dasharray="6,4"' if s.dashed else ""
+        dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
         out.append(f'<polyline points="{path}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')
         for x, y in pts:
-            fill = "white" if s.dashed else s.colour
+            fill = "white" if s.dash else s.colour
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{fill}" stroke="{s.colour}"/>')
         ly = TOP + 12 + 20 * i
         lx = LEFT + pw + 14

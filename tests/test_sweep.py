@@ -10,7 +10,7 @@ import pytest
 
 from engine.bench_sweep import extra_predictions
 from engine.events import Stats, StepEvent
-from engine.svgplot import Series, line_chart, nice_ticks
+from engine.svgplot import DASHED, Series, line_chart, nice_ticks
 from engine.training.edit_prompts import edited_copy, functions
 from engine.theory import expected_tokens_per_position
 
@@ -49,7 +49,7 @@ def test_extra_predictions_use_each_steps_draft_size():
 def test_svg_is_well_formed_and_draws_every_series():
     assert nice_ticks(0.93, 2.41)[0] <= 0.93 and nice_ticks(0.93, 2.41)[-1] >= 2.41
     svg = line_chart([Series("draft measured", [1, 2, 4], [1.1, 1.2, None]),
-                      Series("draft predicted", [1, 2, 4], [1.0, 1.3, 1.2], dashed=True)],
+                      Series("draft predicted", [1, 2, 4], [1.0, 1.3, 1.2], dash=DASHED)],
                      "t <&>", "k", "speedup")
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
