@@ -31,19 +31,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, default=Path("docs/results/sweep-k-cpu.json"), help="where the numbers go")
     p.add_argument("--svg", type=Path, default=Path("docs/results/sweep-k-cpu.svg"), help="where the plot goes")
     p.add_argument("--title", default="Speedup against k (shipped models, CPU)")
+    p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
+                   help="run nothing: recompute the predictions and redraw the plot from a saved sweep JSON")
     p.add_argument("--no-progress", action="store_true")
     add_model_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import load_engine
-    from engine.bench_sweep import format_rows, plot, sweep
+    from engine.bench_sweep import add_predictions, sweep
     from engine.bench import load_prompts
     from engine.config import ConfigError
     try:
         ks = [int(k) for k in args.k.split(",")]
     except ValueError:
         raise ConfigError(f"--k must be a comma list of integers, got {args.k!r}") from None
+    if args.from_json is not None:
+        return _write(args, add_predictions(json.loads(args.from_json.read_text(encoding="utf-8"))))
     engine = load_engine(args)
     methods = [m for m in args.methods.split(",") if m]
     unknown = [m for m in methods if m not in engine.methods]
@@ -53,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
     result = sweep(engine, prompts, ks, methods, args.max_new_tokens, args.warmup, args.confidence,
                    progress=not args.no_progress)
     result["config"]["prompts"] = str(args.prompts)
+    return _write(args, result)
+
+
+def _write(args: argparse.Namespace, result: dict) -> int:
+    from engine.bench_sweep import format_rows, plot
     print(format_rows(result))
     for path, text in ((args.json, json.dumps(result, indent=2) + "\n"), (args.svg, plot(result, args.title))):
         path.parent.mkdir(parents=True, exist_ok=True)

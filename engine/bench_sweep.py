@@ -7,9 +7,10 @@ that the bench's summary cannot make (they need the draft size of every step):
 
 - ``predicted_textbook`` = E(alpha, k) / (k c + 1): Leviathan et al. with the nominal k, r = 1
 - ``predicted_speedup``  = E(alpha, k_mean) / (k_mean c + r_score): the bench's own prediction
-- ``predicted_per_position`` = tau_pos / (k_mean c + r_score), where tau_pos =
+  (its c and r_score are ratios of medians; the other predictions use means, see ``predictions``)
+- ``predicted_per_position`` = tau_pos / (k_mean c + r), where tau_pos =
   ``theory.expected_tokens_mixture(draft sizes of the steps, conditional alpha_i)``: no i.i.d.
-  assumption and no mean-k shortcut (lookup: c + r_score, its cost is per step, not per token)
+  assumption and no mean-k shortcut (lookup: c + r, its cost is per step, not per token)
 - ``predicted_step_cost`` = tau_pos x (mean step ms of none / mean step ms of the row): acceptance
   modelled, every cost (propose, score, verify, Python) measured. What is left between it and the
   measured speedup is the acceptance model's error plus prefill.
@@ -57,28 +58,53 @@ def _step_ms(results: list) -> float | None:
     return _mean([sum(ev.timings_ms.values()) for res in results for ev in res.events])
 
 
-def extra_predictions(row: dict, method: str, k, results: list, none_step_ms: float | None) -> dict:
-    """The predictions that need each step's draft size; see the module docstring."""
+def step_summary(row: dict, results: list) -> dict:
+    """What the predictions need from the recorded steps: the draft-size histogram, mean ms per
+    phase and per step, the pooled conditional alpha and tau_pos (the per-position formula
+    averaged over the steps' real draft sizes)."""
     events = [ev for res in results for ev in res.events]
     sizes = [ev.draft_size for ev in events]
-    alphas = [a or 0.0 for a in row["conditional_alpha_per_position"]]
-    tested = [a for a in row["conditional_alpha_per_position"] if a is not None]
     out = {"draft_size_hist": {str(n): sizes.count(n) for n in sorted(set(sizes))},
            "mean_ms": {ph: _mean([ev.timings_ms[ph] for ev in events]) for ph in ("propose", "score", "verify")},
-           "step_ms": _step_ms(results), "tau_iid": None, "tau_per_position": None,
-           "predicted_textbook": None, "predicted_per_position": None, "predicted_step_cost": None}
-    c, r, k_mean = row.get("c"), row.get("r_score"), row.get("k_mean")
-    if method == "none" or not tested or c is None or r is None:
-        return out
-    alpha = _pooled_alpha(results)
-    tau_pos = expected_tokens_mixture(sizes, alphas)
-    cost = c if method == "lookup" else k_mean * c
-    out.update(alpha_cond=alpha, tau_iid=expected_tokens(alpha, k_mean), tau_per_position=tau_pos,
-               predicted_textbook=expected_tokens(alpha, k) / ((c if method == "lookup" else k * c) + 1.0),
-               predicted_per_position=tau_pos / (cost + r))
-    if none_step_ms and out["step_ms"]:
-        out["predicted_step_cost"] = tau_pos * none_step_ms / out["step_ms"]
+           "step_ms": _step_ms(results), "alpha_cond": None, "tau_per_position": None}
+    if any(a is not None for a in row["conditional_alpha_per_position"]):
+        out["alpha_cond"] = _pooled_alpha(results)
+        out["tau_per_position"] = expected_tokens_mixture(sizes, [a or 0.0 for a in row["conditional_alpha_per_position"]])
     return out
+
+
+def predictions(row: dict, method: str, k, none: dict) -> dict:
+    """Predicted speedups from a row's step summary and the ``none`` row's (module docstring).
+
+    Costs are ratios of **means** (speedup is a ratio of total times): c_mean = mean propose ms per
+    drafted token (lookup: per step) / none's mean score ms; r_mean = the row's mean score ms /
+    none's. The bench's own ``c`` and ``r_score`` are ratios of medians, which a busy machine skews
+    (a 1 ms draft call is rarely preempted, a 40 ms target call often is).
+    """
+    out = {"c_mean": None, "r_mean": None, "tau_iid": None, "predicted_textbook": None,
+           "predicted_per_position": None, "predicted_step_cost": None}
+    tau_pos, alpha, k_mean = row.get("tau_per_position"), row.get("alpha_cond"), row.get("k_mean")
+    base = (none.get("mean_ms") or {}).get("score")
+    if method == "none" or tau_pos is None or not base or not k_mean:
+        return out
+    ms = row["mean_ms"]
+    per_step = method == "lookup"  # a lookup costs the same per step, whatever its length
+    c = ms["propose"] / base if per_step else ms["propose"] / k_mean / base
+    r = ms["score"] / base
+    out.update(c_mean=c, r_mean=r, tau_iid=expected_tokens(alpha, k_mean),
+               predicted_textbook=expected_tokens(alpha, k) / ((c if per_step else k * c) + 1.0),
+               predicted_per_position=tau_pos / ((c if per_step else k_mean * c) + r))
+    if none.get("step_ms") and row.get("step_ms"):
+        out["predicted_step_cost"] = tau_pos * none["step_ms"] / row["step_ms"]
+    return out
+
+
+def add_predictions(result: dict) -> dict:
+    """(Re)compute every row's predictions in place from the step summaries in ``result``."""
+    none = result["methods"]["none"]
+    for d in result["methods"].values():
+        d.update(predictions(d, d["method"], d["k"], none))
+    return result
 
 
 def _pooled_alpha(results: list) -> float:
@@ -100,13 +126,11 @@ def sweep(engine, prompts: list[str], ks: list[int], methods: list[str], max_new
                                          sampling=SamplingParams(temperature=0.0)))
     rec.recording = True
     result = run_bench(rec, prompts, rows, max_new_tokens, warmup=0, progress=progress)
-    none_step_ms = _step_ms(rec.results[("none", "auto")])
     for r in rows:
         d = result["methods"][r.name]
-        d.update(method=r.method, **extra_predictions(d, r.method, r.k, rec.results[(r.method, r.k or "auto")],
-                                                      none_step_ms))
+        d.update(method=r.method, **step_summary(d, rec.results[(r.method, r.k or "auto")]))
     result["config"].update(sweep_ks=list(ks), confidence=confidence, warmup=warmup)
-    return result
+    return add_predictions(result)
 
 
 def plot(result: dict, title: str) -> str:
@@ -131,7 +155,7 @@ def format_rows(result: dict) -> str:
     for name, d in result["methods"].items():
         lines.append("  ".join(f"{v:>9}" for v in (
             name[:9] if len(name) <= 9 else name.replace("@k=", "@"), f(d["k_mean"]), f(d["tau"]),
-            f(d.get("tau_per_position")), f(d.get("alpha_cond")), f(d["c"], ".3f"), f(d["r_score"]),
+            f(d.get("tau_per_position")), f(d.get("alpha_cond")), f(d.get("c_mean"), ".3f"), f(d.get("r_mean")),
             f(d["speedup"]), f(d.get("predicted_textbook")), f(d["predicted_speedup"]),
             f(d.get("predicted_per_position")), f(d.get("predicted_step_cost")))))
     return "\n".join(lines)

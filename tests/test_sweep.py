@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from engine.bench_sweep import extra_predictions
+from engine.bench_sweep import predictions, step_summary
 from engine.events import Stats, StepEvent
 from engine.svgplot import DASHED, Series, line_chart, nice_ticks
 from engine.training.edit_prompts import edited_copy, functions
@@ -30,20 +30,23 @@ class FakeResult:
         self.stats = stats
 
 
-def test_extra_predictions_use_each_steps_draft_size():
+def test_predictions_use_each_steps_draft_size_and_mean_costs():
     st = Stats(steps=4, drafted=8, accepted_at=[3, 2, 1, 0], tested_at=[4, 3, 2, 1], drafted_at=[4, 2, 1, 1])
-    res = FakeResult([4, 0, 4, 0], st)
-    row = {"conditional_alpha_per_position": [0.75, 2 / 3, 0.5, 0.0], "c": 0.1, "r_score": 1.2, "k_mean": 2.0}
-    out = extra_predictions(row, "draft", 4, [res], none_step_ms=1.1)
+    row = {"conditional_alpha_per_position": [0.75, 2 / 3, 0.5, 0.0], "k_mean": 2.0}
+    row.update(step_summary(row, [FakeResult([4, 0, 4, 0], st, ms=1.2)]))
     tau_4 = expected_tokens_per_position([0.75, 2 / 3, 0.5, 0.0])
-    assert out["tau_per_position"] == pytest.approx((tau_4 + 1.0) / 2)  # two steps drafted nothing
-    assert out["alpha_cond"] == pytest.approx(6 / 10)
-    assert out["predicted_per_position"] == pytest.approx(out["tau_per_position"] / (2.0 * 0.1 + 1.2))
-    assert out["predicted_step_cost"] == pytest.approx(out["tau_per_position"] * 1.1 / out["step_ms"])
-    assert out["draft_size_hist"] == {"0": 2, "4": 2}
-    none = extra_predictions({"conditional_alpha_per_position": [], "c": None, "r_score": 1.0, "k_mean": 0.0},
-                             "none", None, [FakeResult([0, 0], Stats())], 1.1)
-    assert none["predicted_per_position"] is None
+    assert row["tau_per_position"] == pytest.approx((tau_4 + 1.0) / 2)  # two steps drafted nothing
+    assert row["alpha_cond"] == pytest.approx(6 / 10) and row["draft_size_hist"] == {"0": 2, "4": 2}
+    none = {"conditional_alpha_per_position": [], "k_mean": 0.0}
+    none.update(step_summary(none, [FakeResult([0, 0], Stats(), ms=1.0)]))
+    out = predictions(row, "draft", 4, none)
+    # c = mean propose ms per drafted token / none's mean score ms = (0.2 / 2) / 1.0; r = 1.2 / 1.0
+    assert out["c_mean"] == pytest.approx(0.1) and out["r_mean"] == pytest.approx(1.2)
+    assert out["predicted_per_position"] == pytest.approx(row["tau_per_position"] / (2.0 * 0.1 + 1.2))
+    assert out["predicted_step_cost"] == pytest.approx(row["tau_per_position"] * 1.1 / (1.2 + 0.2 + 0.1))
+    lookup = predictions(row, "lookup", 4, none)  # a lookup's cost is per step: c is not divided by k
+    assert lookup["c_mean"] == pytest.approx(0.2)
+    assert predictions(none, "none", None, none)["predicted_per_position"] is None
 
 
 def test_svg_is_well_formed_and_draws_every_series():

@@ -5,7 +5,9 @@ Contract: ``make_edit_prompts(files, tokenizer, n)`` takes held-out files only (
 (top level or methods, dedented) of ``MIN_CHARS``..``MAX_CHARS`` characters; takes at most one
 function per file, every m-th file (then the rest in order, to fill up to n), so the
 prompts spread over the corpus; dunder methods are skipped. Each prompt is the
-function, a blank line, and the first two lines of an edited copy: the kind of edit cycles through
+function, two blank lines, and the first two lines of an edited copy plus the indentation and
+first word of its third line (a prompt ending in a bare newline would split the tokenizer's
+"newline + indentation" token and push the model to column 0): the kind of edit cycles through
 ``EDITS`` (rename the function; rename it and its first argument; a "refactored copy" comment and
 a new name). The record's ``reference`` is the copy the edit implies (the original with the same
 renames), so the continuation is largely a copy of text in the prompt: the case prompt lookup is
@@ -68,7 +70,16 @@ def edited_copy(name: str, src: str, edit: str) -> tuple[str, str] | None:
     lines = copy.splitlines(keepends=True)
     if len(lines) < 6:
         return None
-    return lead + "".join(lines[:2]), lead + copy
+    cut = 2
+    while cut < len(lines) - 3 and not lines[cut].strip():
+        cut += 1  # blank lines go into the header
+    head = re.match(r"[ \t]*(\w+|\S)", lines[cut])
+    if head is None:
+        return None
+    # end inside a line, after its indentation and first word: a prompt that ends with a bare
+    # newline splits the tokenizer's usual "newline + indentation" token, and the model then
+    # starts the next line at column 0
+    return lead + "".join(lines[:cut]) + head.group(0), lead + copy
 
 
 def make_edit_prompts(files: list[SourceFile], tokenizer, n: int = 20, max_prompt_tokens: int = 360) -> list[dict]:
