@@ -15,8 +15,8 @@ Contract (all pure functions of floats, no torch):
   smallest); ``optimal_k`` returns it with its speedup, or k = 0 when no k beats plain decoding.
 - ``break_even_alpha(c)`` = c: some k pays iff alpha > c, and then k = 1 already does (r = 1).
 - ``arithmetic_factor(alpha, k, c_hat)`` = (1 - alpha)(k c_hat + k + 1) / (1 - alpha^(k+1)): how many
-  times more arithmetic operations speculation does per emitted token (Theorem 3.11), with c_hat the
-  draft-to-target ratio of arithmetic per token.
+  times more arithmetic operations speculation does per emitted token (Leviathan et al., section 3),
+  with c_hat the draft-to-target ratio of arithmetic per token.
 - Without the i.i.d. assumption, from per-position conditional acceptance rates alpha_i = P(accept
   at depth i | depth i was tested): ``expected_tokens_per_position(alphas)`` = 1 + sum_i prod_{j<=i}
   alpha_j, ``speedup_per_position(alphas, c, r)``, ``best_k_per_position(alphas, c, r)``.
