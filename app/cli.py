@@ -141,6 +141,7 @@ FRONT_ENDS: list[tuple[str, str, str]] = [
     ("demo", "app.demo_cli", "the browser demo: live token fates, acceptance plots, race, theory"),
     ("serve", "app.serve_cli", "the WebSocket streaming server (token fates over a documented protocol)"),
     ("lsp", "lsp.cli", "the language server: speculative code completion for editors"),
+    ("sweep", "app.sweep_cli", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
 ]
 
 

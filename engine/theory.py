@@ -1,37 +1,136 @@
 """Closed-form speedup model of speculative decoding (Leviathan et al. 2023, section 3).
 
-Contract, with alpha the per-token acceptance rate (i.i.d. assumption), k the draft length and
-c = draft forward cost / target forward cost:
-- ``expected_tokens(alpha, k)`` = E[tokens per target forward] = (1 - alpha^(k+1)) / (1 - alpha)
-- ``speedup(alpha, k, c)`` = expected_tokens / (k c + 1), the walltime improvement factor
-- ``best_k(alpha, c, k_max)`` = argmax over k in [1, k_max] of ``speedup``
-- ``expected_tokens_per_position(alphas)``: the same without the i.i.d. assumption, from
-  per-position acceptance rates alpha_i (P(reach depth i) = prod_{j<=i} alpha_j).
+Notation: p target, q draft, k draft length, alpha = E[sum_x min(p(x), q(x))] the per-token
+acceptance rate, c = cost of one draft forward / cost of one target forward, r = cost of the
+target's verification forward over k + 1 tokens / cost of a 1-token target forward (1 in the
+paper, which assumes the wider forward is free; measured > 1 on a CPU). The derivations are in
+docs/theory-speedup.md; tests/test_theory.py checks every formula against a Monte Carlo
+simulation of the acceptance process.
+
+Contract (all pure functions of floats, no torch):
+- ``expected_tokens(alpha, k)`` = E[tokens per target forward] = (1 - alpha^(k+1)) / (1 - alpha),
+  i.i.d. acceptance; k may be fractional (a mean draft length), as the bench uses it.
+- ``speedup(alpha, k, c, r=1)`` = expected_tokens / (k c + r): the walltime improvement factor.
+- ``best_k(alpha, c, k_max, r=1)`` = the k in [1, k_max] that maximises ``speedup`` (ties: the
+  smallest); ``optimal_k`` returns it with its speedup, or k = 0 when no k beats plain decoding.
+- ``break_even_alpha(c)`` = c: some k pays iff alpha > c, and then k = 1 already does (r = 1).
+- ``arithmetic_factor(alpha, k, c_hat)`` = (1 - alpha)(k c_hat + k + 1) / (1 - alpha^(k+1)): how many
+  times more arithmetic operations speculation does per emitted token (Leviathan et al., section 3),
+  with c_hat the draft-to-target ratio of arithmetic per token.
+- Without the i.i.d. assumption, from per-position conditional acceptance rates alpha_i = P(accept
+  at depth i | depth i was tested): ``expected_tokens_per_position(alphas)`` = 1 + sum_i prod_{j<=i}
+  alpha_j, ``speedup_per_position(alphas, c, r)``, ``best_k_per_position(alphas, c, r)``.
+- ``expected_tokens_mixture(draft_sizes, alphas)``: the mean of the per-position formula over steps
+  whose draft sizes differ (prompt lookup: 0 when nothing matches, up to k when something does;
+  a draft that stops at low confidence). expected_tokens is concave in k, so plugging the mean
+  draft length into it overstates tau (Jensen).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 
-def expected_tokens(alpha: float, k: int) -> float:
+
+def _check_alpha(alpha: float) -> None:
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+
+
+def expected_tokens(alpha: float, k: float) -> float:
+    """1 + alpha + alpha^2 + ... + alpha^k: the accepted run (truncated at k) plus the recovered or
+    bonus token."""
+    _check_alpha(alpha)
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
     if alpha == 1.0:
         return float(k + 1)
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def speedup(alpha: float, k: int, c: float) -> float:
-    return expected_tokens(alpha, k) / (k * c + 1.0)
+def speedup(alpha: float, k: float, c: float, r: float = 1.0) -> float:
+    """Expected tokens per step / cost of a step in target forwards (k draft forwards + 1 wide
+    target forward of relative cost r)."""
+    return expected_tokens(alpha, k) / (k * c + r)
 
 
-def best_k(alpha: float, c: float, k_max: int = 8) -> int:
+def best_k(alpha: float, c: float, k_max: int = 8, r: float = 1.0) -> int:
     alpha = min(max(alpha, 0.0), 1.0)
-    return max(range(1, k_max + 1), key=lambda k: speedup(alpha, k, c))
+    return max(range(1, k_max + 1), key=lambda k: (speedup(alpha, k, c, r), -k))
 
 
-def expected_tokens_per_position(alphas: list[float]) -> float:
-    """1 + sum_i prod_{j<=i} alpha_j: the bonus/recovered token plus each reached depth."""
+def optimal_k(alpha: float, c: float, k_max: int = 64, r: float = 1.0) -> tuple[int, float]:
+    """(k, speedup) at the best k in [1, k_max]; (0, 1.0) when no k beats plain decoding."""
+    k = best_k(alpha, c, k_max, r)
+    s = speedup(alpha, k, c, r)
+    return (k, s) if s > 1.0 else (0, 1.0)
+
+
+def break_even_alpha(c: float) -> float:
+    """The acceptance rate above which speculation pays at all (r = 1): alpha > c.
+
+    Some k pays iff E_k > k c + 1, i.e. alpha + alpha^2 + ... + alpha^k > k c. Each alpha^i <= alpha,
+    so the left side is at most k alpha: no k pays when alpha <= c, and k = 1 pays when alpha > c.
+    """
+    return c
+
+
+def arithmetic_factor(alpha: float, k: int, c_hat: float) -> float:
+    """Operations per emitted token relative to plain decoding: each step runs the draft k times
+    (c_hat each) and the target on k + 1 positions, and emits expected_tokens(alpha, k) tokens."""
+    return (k * c_hat + k + 1) / expected_tokens(alpha, k)
+
+
+def expected_tokens_per_position(alphas: Sequence[float]) -> float:
+    """1 + sum_i prod_{j<=i} alpha_j: the recovered or bonus token plus each depth reached."""
     total, reach = 1.0, 1.0
     for a in alphas:
+        _check_alpha(a)
         reach *= a
         total += reach
     return total
+
+
+def speedup_per_position(alphas: Sequence[float], c: float, r: float = 1.0) -> float:
+    """Walltime factor with k = len(alphas) and per-position acceptance rates."""
+    return expected_tokens_per_position(alphas) / (len(alphas) * c + r)
+
+
+def best_k_per_position(alphas: Sequence[float], c: float, r: float = 1.0) -> int:
+    """The k in [1, len(alphas)] maximising speedup_per_position(alphas[:k], c, r)."""
+    if not alphas:
+        raise ValueError("need at least one alpha_i")
+    return max(range(1, len(alphas) + 1), key=lambda k: (speedup_per_position(alphas[:k], c, r), -k))
+
+
+def expected_tokens_mixture(draft_sizes: Sequence[int], alphas: Sequence[float]) -> float:
+    """Mean over steps of expected_tokens_per_position(alphas[:n]) for each step's draft size n.
+
+    ``alphas`` must cover the largest draft size; a missing alpha_i (no depth-i token was ever
+    tested) counts as 0.
+    """
+    if not draft_sizes:
+        raise ValueError("need at least one step")
+    per_n: dict[int, float] = {}
+    total = 0.0
+    for n in draft_sizes:
+        if n not in per_n:
+            per_n[n] = expected_tokens_per_position([a or 0.0 for a in list(alphas[:n]) + [0.0] * (n - len(alphas))])
+        total += per_n[n]
+    return total / len(draft_sizes)
+
+
+def _table(alphas: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95),
+           cs: Sequence[float] = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)) -> str:
+    """Markdown table of the optimal k and its speedup for a grid of alpha and c (r = 1)."""
+    head = "| alpha \\ c | " + " | ".join(f"{c:g}" for c in cs) + " |"
+    lines = [head, "|---" * (len(cs) + 1) + "|"]
+    for a in alphas:
+        cells = []
+        for c in cs:
+            k, s = optimal_k(a, c, 64)
+            cells.append(f"k={k}: {s:.2f}x" if k else "none")
+        lines.append(f"| {a:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m engine.theory: the optimal-k table of docs/theory-speedup.md
+    print(_table())
