@@ -10,6 +10,7 @@ sets the session's stop event, and the worker that pulls the stream closes it be
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gradio as gr
 
@@ -29,15 +30,21 @@ A small **draft** (or the context itself) proposes tokens; the **target** checks
 rejection sampling keeps the output distributed exactly as the target's. Every token below arrives with its fate
 from the engine. Hover a token for its step, draft position and p / q."""
 ENGINE = {"concurrency_limit": 1, "concurrency_id": "engine"}
+THEORY_DOC = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
+LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 
-def example_prompts(limit: int = 8) -> list[str]:
+DEFAULT_SOURCE = "stdlib/xml/etree/ElementInclude.py"  # a prompt where the draft is accepted often
+
+
+def example_prompts() -> list[tuple[str, str]]:
+    """(label, prompt) pairs from the shipped prompt set, the default first."""
     path = ASSETS / "prompts" / "code.jsonl"
     if not path.exists():
-        return ["def fibonacci(n):\n"]
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    prompts = [json.loads(ln)["prompt"] for ln in lines]
-    return sorted(prompts, key=len)[:limit]
+        return [("fibonacci", "def fibonacci(n):\n")]
+    rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    rows.sort(key=lambda r: r.get("source") != DEFAULT_SOURCE)
+    return [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
 
 
 def _settings(engine) -> dict[str, gr.components.Component]:
@@ -68,9 +75,8 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
                             elem_id="sd-accept-plot")
         alpha = gr.LinePlot(R.alpha_frame(t0), x="step", y="alpha", title="running acceptance rate", y_lim=[0, 1],
                             height=240, elem_id="sd-alpha-plot")
-        position = gr.BarPlot(R.position_frame(None), x="position", y="rate", color="series", y_lim=[0, 1],
-                              title="acceptance per draft position", height=240, elem_id="sd-position-plot",
-                              color_map={"alpha_i": "#2563eb", "given reached": "#93c5fd"})
+        position = gr.BarPlot(R.position_frame(None), x="position", y="alpha_i", y_lim=[0, 1], tooltip="all",
+                              title="acceptance per draft position", height=240, elem_id="sd-position-plot")
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session]
     run.click(h.generate, inputs, [tokens, stats, accept, alpha, position], api_name="ui_generate",
               api_visibility="private",
@@ -118,6 +124,9 @@ def _teach_tab(h: Handlers, session) -> tuple:
                 seed = gr.Number(0, precision=0, label="seed")
             draw = gr.Button("Draw through the verifier", variant="primary", elem_id="sd-mc")
             gr.Markdown(PROOF_MD)
+            if THEORY_DOC.exists():
+                with gr.Accordion("The full derivation (docs/theory.md)", open=False):
+                    gr.Markdown(THEORY_DOC.read_text(encoding="utf-8"), latex_delimiters=LATEX)
         with gr.Column(scale=3):
             mc_plot = gr.Plot(elem_id="sd-mc-plot")
             mc_numbers = gr.Markdown()
@@ -131,8 +140,10 @@ def build_demo(engine) -> gr.Blocks:
     with gr.Blocks(title="specdec demo") as demo:
         session = gr.State(DemoSession())
         gr.Markdown(INTRO)
-        prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=example_prompts(1)[0], elem_id="sd-prompt")
-        gr.Examples([[p] for p in example_prompts()], inputs=[prompt], label="example prompts (shipped code set)")
+        examples = example_prompts()
+        prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
+        gr.Examples([[p] for _, p in examples], inputs=[prompt], example_labels=[name for name, _ in examples],
+                    examples_per_page=10, label="example prompts (the shipped code set)")
         settings = _settings(engine)
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):

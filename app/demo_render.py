@@ -56,10 +56,20 @@ def piece_tooltip(piece: Piece) -> str:
 
 
 def visible_text(piece: Piece) -> str:
-    """A rejected token made only of whitespace would be invisible; show its characters."""
-    if piece.kind == "rejected" and piece.text.strip() == "":
-        return piece.text.replace("\n", "\u23ce").replace(" ", "\u00b7").replace("\t", "\u2192") or "\u2205"
-    return piece.text
+    """A rejected token made only of whitespace would be invisible: show it as compact symbols
+    (newline, a run of n spaces as a space mark and n, tab)."""
+    if piece.kind != "rejected" or piece.text.strip():
+        return piece.text
+    out, spaces = [], 0
+    for ch in piece.text + "\0":
+        if ch == " ":
+            spaces += 1
+            continue
+        if spaces:
+            out.append("\u2423" if spaces == 1 else f"\u2423{spaces}")
+            spaces = 0
+        out.append({"\n": "\u23ce", "\t": "\u21e5", "\0": ""}.get(ch, ch))
+    return "".join(out) or "\u2205"
 
 
 def piece_span(piece: Piece) -> str:
@@ -159,7 +169,9 @@ def accept_frame(t: Transcript) -> pd.DataFrame:
     """Per step: accepted draft tokens (the accepted length) and the drafted count."""
     rows = [{"step": s.step, "tokens": s.accepted, "series": "accepted"} for s in t.steps]
     rows += [{"step": s.step, "tokens": s.drafted - s.accepted, "series": "not accepted"} for s in t.steps]
-    return pd.DataFrame(rows or [{"step": 0, "tokens": 0, "series": "accepted"}])
+    # both series are always present: the plot's colour legend is fixed by its first value
+    return pd.DataFrame(rows or [{"step": 0, "tokens": 0, "series": "accepted"},
+                                 {"step": 0, "tokens": 0, "series": "not accepted"}])
 
 
 def alpha_frame(t: Transcript) -> pd.DataFrame:
@@ -174,13 +186,12 @@ def alpha_frame(t: Transcript) -> pd.DataFrame:
 
 
 def position_frame(stats: Stats | None) -> pd.DataFrame:
-    """Acceptance per draft position i: accepted / drafted at depth i (and accepted / tested)."""
+    """Acceptance per draft position i: alpha_i = accepted / drafted tokens at depth i."""
     rows: list[dict[str, Any]] = []
     if stats is not None:
-        for i, (a, c) in enumerate(zip(stats.alpha_per_position, stats.conditional_alpha_per_position), 1):
-            rows.append({"position": str(i), "rate": a or 0.0, "series": "alpha_i"})
-            rows.append({"position": str(i), "rate": c or 0.0, "series": "given reached"})
-    return pd.DataFrame(rows or [{"position": "1", "rate": 0.0, "series": "alpha_i"}])
+        rows = [{"position": str(i), "alpha_i": a or 0.0, "drafted": d}
+                for i, (a, d) in enumerate(zip(stats.alpha_per_position, stats.drafted_at), 1)]
+    return pd.DataFrame(rows or [{"position": "1", "alpha_i": 0.0, "drafted": 0}])
 
 
 def api_payload(t: Transcript, done: bool) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Contract:
 - ``parse_weights(text, V)`` turns "5, 3, 1, 1" into a probability vector or raises ConfigError.
 - ``monte_carlo(p, q, n, seed, checkpoints)`` draws x ~ q and runs the REAL verifier
   (engine.verify.verify on an engine.tree.Draft chain of one token with its q row) n times,
-  yielding ``McState`` (counts of the emitted token, acceptances) at each checkpoint, so the
+  yielding a snapshot ``McState`` (counts of the emitted token, acceptances) at each checkpoint, so the
   page can show the histogram converging to p.
 - ``mc_figure(state, p, q)`` is the histogram beside p and q, and total variation against n.
 """
@@ -141,7 +141,7 @@ def monte_carlo(p: list[float], q: list[float], n: int, seed: int) -> Iterator[M
         if i == marks[0]:
             marks.pop(0)
             state.curve.append((i, tv(state.empirical(), p)))
-            yield state
+            yield McState(state.n, state.accepted, list(state.counts), list(state.curve))
 
 
 def mc_figure(state: McState, p: list[float], q: list[float]) -> go.Figure:
