@@ -34,7 +34,7 @@ THEORY_DOC = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 
-DEFAULT_SOURCE = "stdlib/xml/etree/ElementInclude.py"  # a prompt where the draft is accepted often
+DEFAULT_SOURCE = "transformers/models/pi0/processing_pi0.py"  # every fate shows up here at temperature 0
 
 
 def example_prompts() -> list[tuple[str, str]]:
@@ -50,13 +50,15 @@ def example_prompts() -> list[tuple[str, str]]:
 def _settings(engine) -> dict[str, gr.components.Component]:
     methods = list(engine.methods)
     with gr.Row():
-        method = gr.Dropdown([(f"{m}: {METHOD_HELP.get(m, m)}", m) for m in methods], label="method",
+        method = gr.Dropdown([(f"{m}: {METHOD_HELP.get(m, m)}", m) for m in methods], label="method", elem_id="sd-method",
                              value="draft" if "draft" in methods else methods[0], scale=3)
         k = gr.Dropdown(["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k (draft tokens per step)",
                         scale=1)
-        temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2)
+        temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2,
+                                elem_id="sd-temperature")
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)", scale=2)
-        max_new = gr.Slider(1, engine.context, value=96, step=1, label="max new tokens", scale=2)
+        max_new = gr.Slider(1, engine.context, value=96, step=1, label="max new tokens", scale=2,
+                            elem_id="sd-max-new")
         seed = gr.Number(value=0, precision=0, label="seed", scale=1)
     return {"method": method, "k": k, "temperature": temperature, "top_p": top_p, "max_new": max_new, "seed": seed}
 

@@ -132,8 +132,15 @@ class Transcript:
         return {pc.kind for pc in self.pieces}
 
 
+def prompt_tail(prompt: str, lines: int = 4) -> str:
+    """The last few lines of the prompt: enough context to read the continuation."""
+    parts = prompt.split("\n")
+    return prompt if len(parts) <= lines else "\u2026\n" + "\n".join(parts[-lines:])
+
+
 def transcript_html(t: Transcript, status: str = "") -> str:
-    prompt = f'<span class="sd-prompt" style="opacity:.55">{html.escape(t.prompt)}</span>' if t.prompt else ""
+    prompt = f'<span class="sd-prompt" style="opacity:.55">{html.escape(prompt_tail(t.prompt))}</span>' \
+        if t.prompt else ""
     body = "".join(piece_span(pc) for pc in t.pieces)
     note = f'<div class="sd-status" style="font-size:12px;opacity:.75;margin-top:4px">{html.escape(status)}</div>' \
         if status else ""

@@ -21,17 +21,11 @@ from app.demo import example_prompts, launch_demo  # noqa: E402
 from app.demo_handlers import Handlers  # noqa: E402
 from app.demo_runs import DemoSession  # noqa: E402
 from engine.config import GenerateSpec  # noqa: E402
+from tests.demo_helpers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PROMPT = example_prompts()[0][1]
 MIXED = "def fibonacci(n):"  # the draft is both accepted and rejected here at temperature 0
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -90,14 +84,30 @@ def test_bad_input_is_an_api_error_and_the_app_keeps_serving(client, bad, messag
     assert client.predict(prompt="x = 1\n", method="none", max_new_tokens=3, api_name="/generate")["done"]
 
 
-def test_cancel_closes_the_stream_and_frees_the_engine(client, engine):
-    job = client.submit(prompt=PROMPT, method="none", max_new_tokens=512, api_name="/generate")
+def test_cancel_closes_the_stream_and_frees_the_engine(client, engine, monkeypatch):
+    seen = {"events": 0, "finished": False, "closed": False}
+    original = engine.stream
+
+    def watched(prompt, spec):  # the real stream, observed: how far it ran and whether it was closed
+        gen = original(prompt, spec)
+        try:
+            for ev in gen:
+                seen["events"] += 1
+                seen["finished"] = ev.stop is not None
+                yield ev
+        finally:
+            gen.close()
+            seen["closed"] = True
+
+    monkeypatch.setattr(engine, "stream", watched)
+    job = client.submit(prompt="x = 1\n", method="none", max_new_tokens=500, api_name="/generate")
     for _ in job:
         break  # the first update arrived: the engine is mid-generation
     job.cancel()
     deadline = time.monotonic() + 20
-    while engine.lock.locked() and time.monotonic() < deadline:
+    while not seen["closed"] and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert seen["closed"] and not seen["finished"] and seen["events"] < 500
     assert not engine.lock.locked()
     assert client.predict(prompt="x = 1\n", method="none", max_new_tokens=3, api_name="/generate")["done"]
 

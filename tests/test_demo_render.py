@@ -229,3 +229,8 @@ def test_monte_carlo_through_the_verifier_converges_to_p():
     assert last.accepted / last.n == pytest.approx(sum(min(a, b) for a, b in zip(p, q)), abs=0.04)
     fig = T.mc_figure(last, p, q)
     assert {tr.name for tr in fig.data} >= {"target p", "draft q", "verifier output"}
+
+
+def test_only_the_prompt_tail_is_shown():
+    assert R.prompt_tail("a\nb") == "a\nb"
+    assert R.prompt_tail("1\n2\n3\n4\n5\n6", lines=4) == "\u2026\n3\n4\n5\n6"
