@@ -157,3 +157,29 @@ def test_page_errors_are_gradio_errors(engine):
         next(h.generate("", "draft", "auto", 0.0, 1.0, 8, 0, session))
     with pytest.raises(gr.Error, match="comma-separated"):
         next(h.monte_carlo("1, x", "1, 1", 100, 0))
+
+
+def test_specdec_demo_prints_the_url_and_serves(tmp_path):
+    import urllib.request
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "demo", "--port", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        for line in proc.stdout:  # models load first, then the URL is printed
+            if "http://" in line:
+                url = line[line.index("http://"):].split()[0]
+                break
+        assert url == f"http://127.0.0.1:{port}/"
+        with urllib.request.urlopen(url, timeout=30) as r:
+            assert r.status == 200 and "specdec" in r.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_specdec_demo_with_a_missing_model_is_a_one_line_error(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--target", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "target model folder not found" in out.stderr
+    assert "Traceback" not in out.stderr
