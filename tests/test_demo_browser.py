@@ -1,6 +1,6 @@
 """The demo in a real browser: Debian's chromium driven by Playwright (never `playwright install`).
 
-Loads the page, runs a prompt, checks the coloured token spans, the rendered native plots and
+Loads the page, runs a prompt, checks the coloured token spans, the rendered native plots, Stop, and
 the Teach view's plotly figure, and that the page logged no console errors; saves a screenshot in
 the test's temporary folder (and to $SPECDEC_DEMO_SCREENSHOT when set, e.g. docs/img/demo.png).
 """
@@ -69,6 +69,17 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
             assert shot.stat().st_size > 10_000
             if os.environ.get("SPECDEC_DEMO_SCREENSHOT"):
                 shutil.copy(shot, os.environ["SPECDEC_DEMO_SCREENSHOT"])
+            box.fill("512")  # Stop: a long run, stopped as soon as its first step is on the page
+            box.press("Enter")
+            page.click("#sd-run")
+            page.wait_for_function(
+                "() => (document.querySelector('#sd-tokens .sd-status') || {}).textContent?.includes(': step')",
+                timeout=60_000)
+            page.click("#sd-stop")
+            page.wait_for_function(
+                "() => /stopped by you|done/.test((document.querySelector('#sd-tokens .sd-status') || {}).textContent)",
+                timeout=60_000)
+            assert "stopped by you" in page.inner_text("#sd-tokens .sd-status")
             page.get_by_role("tab", name="Teach").click()
             page.wait_for_selector("#sd-theory-plot .js-plotly-plot", timeout=15_000)
             page.screenshot(path=str(tmp_path / "teach.png"), full_page=True)
