@@ -67,7 +67,7 @@ def _to_k(k: Any) -> int | str:
     return k
 
 
-def _to_int(name: str, x: Any) -> Any:
+def _to_int(x: Any) -> Any:
     return int(x) if isinstance(x, float) and x.is_integer() else x  # gr.Number sends floats
 
 
@@ -75,12 +75,12 @@ def make_spec(engine, method: str, k: Any, temperature: float, top_p: float, max
               seed: Any) -> GenerateSpec:
     if method not in engine.methods:
         raise ConfigError(f"method {method!r} is not available here; choose one of: {', '.join(engine.methods)}")
-    max_new_tokens = _to_int("max_new_tokens", max_new_tokens)
+    max_new_tokens = _to_int(max_new_tokens)
     if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool) \
             and not 1 <= max_new_tokens <= engine.context:
         raise ConfigError(f"max_new_tokens must be in [1, {engine.context}] (the model's context window), "
                           f"got {max_new_tokens}")
-    seed = None if seed is None or seed == "" else _to_int("seed", seed)
+    seed = None if seed is None or seed == "" else _to_int(seed)
     sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed)
     return GenerateSpec(method=method, k=_to_k(k), max_new_tokens=max_new_tokens, sampling=sampling)
 
