@@ -42,14 +42,14 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(page_url)
-            page.wait_for_selector("#sd-run", timeout=30_000)
+            page.wait_for_selector("#sd-run", timeout=120_000)
             box = page.locator("#sd-max-new input[type=number]")
             box.fill("64")
             box.press("Enter")
             page.click("#sd-run")
             page.wait_for_function(
                 "() => (document.querySelector('#sd-tokens .sd-status') || {}).textContent?.includes('done')",
-                timeout=60_000)
+                timeout=120_000)
             kinds = page.eval_on_selector_all("#sd-tokens span.sd-tok", "els => els.map(e => e.dataset.kind)")
             assert {"accepted", "bonus"} <= set(kinds)
             assert sum(k != "rejected" for k in kinds) == 64  # the slider value reached the engine
@@ -60,7 +60,7 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
             assert "step" in title and "draft position" in title and "p=" in title
             assert page.inner_text("#sd-stats [data-stat=tokens]").endswith("64")
             for plot in ("#sd-accept-plot", "#sd-alpha-plot", "#sd-position-plot"):
-                page.wait_for_selector(f"{plot} canvas, {plot} svg", timeout=15_000)
+                page.wait_for_selector(f"{plot} canvas, {plot} svg", timeout=60_000)
                 size = page.eval_on_selector(f"{plot} canvas, {plot} svg", "e => e.getBoundingClientRect().width")
                 assert size > 50
             page.wait_for_timeout(500)
@@ -74,14 +74,14 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
             page.click("#sd-run")
             page.wait_for_function(
                 "() => (document.querySelector('#sd-tokens .sd-status') || {}).textContent?.includes(': step')",
-                timeout=60_000)
+                timeout=120_000)
             page.click("#sd-stop")
             page.wait_for_function(
                 "() => /stopped by you|done/.test((document.querySelector('#sd-tokens .sd-status') || {}).textContent)",
-                timeout=60_000)
+                timeout=120_000)
             assert "stopped by you" in page.inner_text("#sd-tokens .sd-status")
             page.get_by_role("tab", name="Teach").click()
-            page.wait_for_selector("#sd-theory-plot .js-plotly-plot", timeout=15_000)
+            page.wait_for_selector("#sd-theory-plot .js-plotly-plot", timeout=60_000)
             page.screenshot(path=str(tmp_path / "teach.png"), full_page=True)
         finally:
             browser.close()
