@@ -69,8 +69,9 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
             assert shot.stat().st_size > 10_000
             if os.environ.get("SPECDEC_DEMO_SCREENSHOT"):
                 shutil.copy(shot, os.environ["SPECDEC_DEMO_SCREENSHOT"])
-            box.fill("512")  # Stop: a long run, stopped as soon as its first step is on the page
-            box.press("Enter")
+            page.fill("#sd-prompt textarea", "import os\n")  # Stop: a long run (a short prompt leaves
+            box.fill("500")                                 # ~500 tokens of context), stopped as soon as
+            box.press("Enter")                              # its first step is on the page
             page.click("#sd-run")
             page.wait_for_function(
                 "() => (document.querySelector('#sd-tokens .sd-status') || {}).textContent?.includes(': step')",
