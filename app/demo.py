@@ -1,0 +1,168 @@
+"""Layout of the browser demo (Gradio): Generate, Race and Teach views over one shared engine.
+
+Contract: ``build_demo(engine) -> gr.Blocks`` builds the page and wires the handlers; it loads
+nothing (the caller passes a loaded Engine). ``launch_demo(engine, host, port, **kw)`` queues and
+launches it. Per-user state lives in ``gr.State(DemoSession())``; every event that touches the engine
+(Generate, Race and the ``/generate`` API) shares the concurrency group "engine" with a limit of 1,
+so requests wait in gradio's queue and never interleave inside the engine. Stop is unqueued: it
+sets the session's stop event, and the worker that pulls the stream closes it between steps.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gradio as gr
+
+from engine.config import K_MAX
+from engine.loading import ASSETS
+
+from . import demo_render as R
+from .demo_handlers import Handlers
+from .demo_teach import PROOF_MD
+from .demo_runs import DemoSession
+
+METHOD_HELP = {"none": "plain decoding (the baseline)", "draft": "a small draft model proposes k tokens",
+               "lookup": "copy the tokens that followed the last n-gram in the context",
+               "medusa": "extra heads on the target propose a tree", "eagle": "a feature-level draft head"}
+INTRO = """# specdec: exact speculative decoding, live
+A small **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass;
+rejection sampling keeps the output distributed exactly as the target's. Every token below arrives with its fate
+from the engine. Hover a token for its step, draft position and p / q."""
+ENGINE = {"concurrency_limit": 1, "concurrency_id": "engine"}
+THEORY_DOC = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
+LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
+
+
+DEFAULT_SOURCE = "transformers/models/pi0/processing_pi0.py"  # every fate shows up here at temperature 0
+
+
+def example_prompts() -> list[tuple[str, str]]:
+    """(label, prompt) pairs from the shipped prompt set, the default first."""
+    path = ASSETS / "prompts" / "code.jsonl"
+    if not path.exists():
+        return [("fibonacci", "def fibonacci(n):\n")]
+    rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    rows.sort(key=lambda r: r.get("source") != DEFAULT_SOURCE)
+    return [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
+
+
+def _settings(engine) -> dict[str, gr.components.Component]:
+    methods = list(engine.methods)
+    with gr.Row():
+        method = gr.Dropdown([(f"{m}: {METHOD_HELP.get(m, m)}", m) for m in methods], label="method", elem_id="sd-method",
+                             value="draft" if "draft" in methods else methods[0], scale=3)
+        k = gr.Dropdown(["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k (draft tokens per step)",
+                        scale=1)
+        temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2,
+                                elem_id="sd-temperature")
+        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)", scale=2)
+        max_new = gr.Slider(1, engine.context, value=96, step=1, label="max new tokens", scale=2,
+                            elem_id="sd-max-new")
+        seed = gr.Number(value=0, precision=0, label="seed", scale=1)
+    return {"method": method, "k": k, "temperature": temperature, "top_p": top_p, "max_new": max_new, "seed": seed}
+
+
+def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
+    with gr.Row():
+        run = gr.Button("Run", variant="primary", elem_id="sd-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="sd-stop")
+    gr.HTML(R.legend_html())
+    tokens = gr.HTML(R.transcript_html(R.Transcript()), elem_id="sd-tokens")
+    stats = gr.HTML(R.stats_html(None), elem_id="sd-stats")
+    t0 = R.Transcript()
+    with gr.Row():
+        accept = gr.BarPlot(R.accept_frame(t0), x="step", y="tokens", color="series", title="accepted length per step",
+                            color_map={"accepted": "#16a34a", "not accepted": "#ef4444"}, height=240,
+                            elem_id="sd-accept-plot")
+        alpha = gr.LinePlot(R.alpha_frame(t0), x="step", y="alpha", title="running acceptance rate", y_lim=[0, 1],
+                            height=240, elem_id="sd-alpha-plot")
+        position = gr.BarPlot(R.position_frame(None), x="position", y="alpha_i", y_lim=[0, 1], tooltip="all",
+                              title="acceptance per draft position", height=240, elem_id="sd-position-plot")
+    inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session]
+    run.click(h.generate, inputs, [tokens, stats, accept, alpha, position], api_name="ui_generate",
+              api_visibility="private",
+              show_progress="minimal", **ENGINE)
+    stop.click(h.stop, [session], None, queue=False, api_visibility="private")
+
+
+def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
+    gr.Markdown("The baseline (`none`) and the chosen method on the same prompt, seed and settings, run one after "
+                "the other (interleaved when repeated). Speedup = tokens/s of the method / tokens/s of the baseline.")
+    with gr.Row():
+        repeats = gr.Slider(1, 5, value=1, step=1, label="repeats (medians of interleaved runs)", scale=3)
+        go = gr.Button("Race", variant="primary", elem_id="sd-race", scale=1)
+        stop = gr.Button("Stop", variant="stop", scale=1)
+    verdict = gr.Markdown(elem_id="sd-race-verdict")
+    with gr.Row(equal_height=False):
+        left = gr.HTML("<h4>baseline (none)</h4>", elem_id="sd-race-left")
+        right = gr.HTML("<h4>method</h4>", elem_id="sd-race-right")
+    inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], repeats, session]
+    go.click(h.race, inputs, [left, right, verdict], api_name="ui_race", api_visibility="private", show_progress="minimal", **ENGINE)
+    stop.click(h.stop, [session], None, queue=False, api_visibility="private")
+
+
+def _teach_tab(h: Handlers, session) -> tuple:
+    gr.Markdown("### (a) How fast can it be?  E[tokens per step] = (1 - alpha^(k+1)) / (1 - alpha);  "
+                "speedup = (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))\n"
+                "alpha: acceptance rate; k: draft tokens per step; c: cost of a draft forward / a target forward. "
+                "Your Generate runs appear as orange points (tau), your races as red diamonds (speedup).")
+    with gr.Row():
+        a = gr.Slider(0.0, 0.99, value=0.7, step=0.01, label="alpha")
+        k = gr.Slider(1, K_MAX, value=4, step=1, label="k")
+        c = gr.Slider(0.0, 1.0, value=0.1, step=0.01, label="c")
+    figure = gr.Plot(elem_id="sd-theory-plot")
+    numbers = gr.Markdown()
+    for slider in (a, k, c):
+        slider.change(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private",
+                      show_progress="hidden")
+    gr.Markdown("### (b) Rejection sampling is exact: a Monte Carlo check through the real verifier")
+    with gr.Row():
+        with gr.Column(scale=2):
+            p_text = gr.Textbox("5, 3, 1, 1, 0", label="target p (weights, one per token)")
+            q_text = gr.Textbox("1, 1, 3, 3, 2", label="draft q (weights, same vocabulary)")
+            with gr.Row():
+                n = gr.Slider(100, 30000, value=10000, step=100, label="draws")
+                seed = gr.Number(0, precision=0, label="seed")
+            draw = gr.Button("Draw through the verifier", variant="primary", elem_id="sd-mc")
+            gr.Markdown(PROOF_MD)
+            if THEORY_DOC.exists():
+                with gr.Accordion("The full derivation (docs/theory.md)", open=False):
+                    gr.Markdown(THEORY_DOC.read_text(encoding="utf-8"), latex_delimiters=LATEX)
+        with gr.Column(scale=3):
+            mc_plot = gr.Plot(elem_id="sd-mc-plot")
+            mc_numbers = gr.Markdown()
+    draw.click(h.monte_carlo, [p_text, q_text, n, seed], [mc_plot, mc_numbers], api_visibility="private",
+               concurrency_limit=2, concurrency_id="teach")
+    return (a, k, c, figure, numbers)
+
+
+def build_demo(engine) -> gr.Blocks:
+    h = Handlers(engine)
+    with gr.Blocks(title="specdec demo") as demo:
+        session = gr.State(DemoSession())
+        gr.Markdown(INTRO)
+        examples = example_prompts()
+        prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
+        gr.Examples([[p] for _, p in examples], inputs=[prompt], example_labels=[name for name, _ in examples],
+                    examples_per_page=10, label="example prompts (the shipped code set)")
+        settings = _settings(engine)
+        with gr.Tabs():
+            with gr.Tab("Generate", id="generate"):
+                _generate_tab(h, prompt, settings, session)
+            with gr.Tab("Race", id="race"):
+                _race_tab(h, prompt, settings, session)
+            with gr.Tab("Teach", id="teach") as teach:
+                a, k, c, figure, numbers = _teach_tab(h, session)
+        teach.select(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
+        demo.load(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
+        gr.api(h.api_generate, api_name="generate", **ENGINE)
+    return demo
+
+
+def launch_demo(engine, host: str = "127.0.0.1", port: int | None = 7860, **kwargs):
+    """Queue and launch; returns what ``Blocks.launch`` returns (app, local url, share url)."""
+    demo = build_demo(engine)
+    demo.queue(default_concurrency_limit=1, max_size=64)
+    kwargs.setdefault("ssr_mode", False)
+    return demo, demo.launch(server_name=host, server_port=port, **kwargs)

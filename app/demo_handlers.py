@@ -1,0 +1,164 @@
+"""Event handlers of the demo: thin functions from widget values to rendered outputs.
+
+Contract: ``Handlers(engine)`` holds the one process-wide engine and nothing per user; every
+per-user value arrives as an argument (the session's ``DemoSession`` from ``gr.State``). Each
+engine run goes through ``StreamPump`` (one worker thread, closed on Stop or cancel). Bad settings
+raise ``gr.Error`` with the engine's ConfigError message, so the page shows it and the server
+keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_payload`` dicts.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import replace
+from typing import Any, Iterator
+
+import gradio as gr
+
+from engine.config import ConfigError, GenerateSpec, SamplingParams
+
+from . import demo_render as R
+from . import demo_teach as T
+from .demo_runs import DemoSession, RunRecord, StreamPump, check_prompt, make_spec, run_to_end
+
+
+def _page_error(e: Exception) -> gr.Error:
+    return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Error")
+
+
+class Handlers:
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    # -- Generate ------------------------------------------------------------------------------
+    def _views(self, t: R.Transcript, status: str) -> tuple:
+        return (R.transcript_html(t, status), R.stats_html(t.stats), R.accept_frame(t), R.alpha_frame(t),
+                R.position_frame(t.stats))
+
+    def generate(self, prompt: str, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
+                 seed: Any, session: DemoSession) -> Iterator[tuple]:
+        try:
+            spec = make_spec(self.engine, method, k, temperature, top_p, max_new_tokens, seed)
+            prompt = check_prompt(prompt)
+        except ConfigError as e:
+            raise _page_error(e) from None
+        session.stop.clear()
+        t = R.Transcript(prompt=prompt)
+        yield self._views(t, f"running {method} ...")
+        pump = StreamPump(self.engine, prompt, spec, session.stop)
+        try:
+            for batch in pump.batches():
+                t.extend(batch)
+                yield self._views(t, f"running {method}: step {t.steps[-1].step}")
+        except ConfigError as e:
+            raise _page_error(e) from None
+        s = t.stats
+        session.runs.append(RunRecord(method, str(spec.k), s.alpha if s else None, s.tau if s else None,
+                                      s.tokens_per_s if s else None, c=R.cost_ratio(t)))
+        end = "stopped by you" if pump.stopped_early else f"done ({t.stop})"
+        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens")
+
+    def stop(self, session: DemoSession) -> None:
+        session.stop.set()
+
+    def api_generate(self, prompt: str, method: str = "draft", k: int | str = "auto", temperature: float = 0.0,
+                     max_new_tokens: int = 64, seed: int | None = None,
+                     top_p: float = 1.0) -> Iterator[dict[str, Any]]:
+        """Stream one generation. Every update is {"pieces": [{"text", "kind", "token_id", "step",
+        "position", "p", "q"}], "text", "tokens", "stats", "step", "stop", "done"} with all pieces so
+        far; the last one has done = true."""
+        try:
+            spec = make_spec(self.engine, method, k, temperature, top_p, max_new_tokens, seed)
+            prompt = check_prompt(prompt)
+        except (ConfigError, TypeError) as e:
+            raise gr.Error(str(e)) from None
+        t = R.Transcript(prompt=prompt)
+        try:
+            for batch in StreamPump(self.engine, prompt, spec).batches():
+                t.extend(batch)
+                yield R.api_payload(t, done=False)
+        except ConfigError as e:
+            raise gr.Error(str(e)) from None
+        yield R.api_payload(t, done=True)
+
+    # -- Race ----------------------------------------------------------------------------------
+    def race(self, prompt: str, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
+             seed: Any, repeats: Any, session: DemoSession) -> Iterator[tuple[str, str, str]]:
+        try:
+            spec = make_spec(self.engine, method, k, temperature, top_p, max_new_tokens, seed)
+            prompt = check_prompt(prompt)
+        except ConfigError as e:
+            raise _page_error(e) from None
+        base = GenerateSpec(method="none", max_new_tokens=spec.max_new_tokens,
+                            sampling=SamplingParams(temperature, top_p=top_p, seed=spec.sampling.seed))
+        session.stop.clear()
+        label = f"{method}, k={spec.k}"
+        walls: dict[str, list[float]] = {"none": [], label: []}
+        last: dict[str, R.Transcript] = {}
+        repeats = max(1, min(5, int(repeats or 1)))
+        yield (*self._race_cols(last, walls, label), "warming up ...")
+        for sp in (base, spec):  # untimed: first calls pay for allocations the timed runs should not
+            run_to_end(self.engine, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
+        for r in range(repeats):  # interleaved: baseline, method, baseline, method, ...
+            for name, sp in (("none", base), (label, spec)):
+                if session.stop.is_set():
+                    break
+                yield (*self._race_cols(last, walls, label), f"run {r + 1}/{repeats}: {name} ...")
+                t0 = time.perf_counter()
+                try:
+                    events = run_to_end(self.engine, prompt, sp, session.stop)
+                except ConfigError as e:
+                    raise _page_error(e) from None
+                walls[name].append(time.perf_counter() - t0)
+                last[name] = R.Transcript(prompt=prompt).extend(events)
+        if "none" not in last or label not in last:
+            yield (*self._race_cols(last, walls, label), "stopped by you")
+            return
+        yield (*self._race_cols(last, walls, label), self._race_summary(last, walls, label, spec, session))
+
+    def _race_cols(self, last: dict[str, R.Transcript], walls: dict[str, list[float]], label: str) -> tuple[str, str]:
+        cols = []
+        for name in ("none", label):
+            t = last.get(name)
+            if t is None:
+                cols.append(f"<h4>{name}</h4><p>waiting ...</p>")
+                continue
+            wall = statistics.median(walls[name])
+            n = len(t.token_ids)
+            head = (f'<h4>{"baseline (none)" if name == "none" else name}</h4><div class="sd-race-meta" '
+                    f'data-wall="{wall:.4f}">wall-clock {wall * 1000:.0f} ms (median of {len(walls[name])}) · '
+                    f'{n / wall:.1f} tokens/s · tau {R._num(t.stats.tau, ".2f")} · '
+                    f'alpha {R._num(t.stats.alpha, ".2f")}</div>')
+            cols.append(head + R.transcript_html(t))
+        return cols[0], cols[1]
+
+    def _race_summary(self, last, walls, label: str, spec: GenerateSpec, session: DemoSession) -> str:
+        b, m = last["none"], last[label]
+        tps_b = len(b.token_ids) / statistics.median(walls["none"])
+        tps_m = len(m.token_ids) / statistics.median(walls[label])
+        up = tps_m / tps_b
+        same, sentence = R.race_verdict(b.token_ids, m.token_ids, spec.sampling.temperature)
+        s = m.stats
+        c = R.cost_ratio(m)
+        session.runs.append(RunRecord(spec.method, str(spec.k), s.alpha, s.tau, tps_m, up, c))
+        c_txt = f", measured c ~ {c:.2f}" if c is not None else ""
+        return (f"**Measured speedup {up:.2f}x** ({tps_m:.1f} vs {tps_b:.1f} tokens/s, medians of "
+                f"{len(walls['none'])} interleaved runs{c_txt}). {sentence}")
+
+    # -- Teach ---------------------------------------------------------------------------------
+    def theory(self, alpha: float, k: Any, c: float, session: DemoSession):
+        k = int(k)
+        return T.theory_figure(alpha, k, c, session.runs), T.theory_text(alpha, k, c)
+
+    def monte_carlo(self, p_text: str, q_text: str, n: Any, seed: Any):
+        try:
+            p = T.parse_weights(p_text, "p")
+            q = T.parse_weights(q_text, "q")
+            n = int(n)
+            if not 10 <= n <= 100_000:
+                raise ConfigError(f"draws must be in [10, 100000], got {n}")
+            states = T.monte_carlo(p, q, n, int(seed or 0))
+            for state in states:
+                yield T.mc_figure(state, p, q), T.mc_text(state, p, q)
+        except ConfigError as e:
+            raise _page_error(e) from None

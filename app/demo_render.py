@@ -1,0 +1,230 @@
+"""Browser rendering of step events for the demo (pure functions, no gradio, no torch).
+
+Contract: the engine decides every token's fate; this module only styles it.
+- ``piece_span(piece)`` is one ``<span class="sd-tok" data-kind=KIND title=...>`` per token, coloured
+  by kind (accepted green, rejected red and struck through, recovered orange, bonus blue, plain
+  neutral) with a tooltip giving the step, the draft position and p and q where known.
+- ``Transcript`` accumulates a run's events; ``transcript_html`` renders it, ``stats_summary`` /
+  ``stats_html`` the live numbers, and ``accept_frame`` / ``alpha_frame`` / ``position_frame``
+  the data frames behind the native per-step plots.
+- ``api_payload(transcript)`` is the JSON value of the ``/generate`` endpoint:
+  ``{"pieces": [...], "text", "tokens", "stats", "step", "stop", "done"}``.
+- ``race_verdict(...)`` states whether two runs produced the same tokens (compared as token ids).
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import pandas as pd
+
+from engine.events import Piece, Stats, StepEvent
+
+# kind -> (inline style, legend label). Inline styles keep the page self-contained: no stylesheet
+# has to be passed to launch() for the colours to show.
+KIND_STYLE: dict[str, str] = {
+    "accepted": "background:#c8f7c5;color:#14532d",
+    "rejected": "background:#fde2e2;color:#b91c1c;text-decoration:line-through",
+    "recovered": "background:#ffe0b2;color:#9a3412",
+    "bonus": "background:#cfe3ff;color:#1e3a8a",
+    "plain": "color:inherit",
+}
+KIND_HELP: dict[str, str] = {
+    "accepted": "draft token the target kept",
+    "rejected": "draft token the target refused (not in the output)",
+    "recovered": "sampled from the residual max(p - q, 0) after a rejection",
+    "bonus": "extra token from p after every draft token passed",
+    "plain": "ordinary decoding step (nothing drafted)",
+}
+SPAN_BASE = "border-radius:3px;padding:0 1px"
+BOX_STYLE = ("font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.55;"
+             "white-space:pre-wrap;word-break:break-word;padding:8px;border:1px solid #d0d7de;"
+             "border-radius:6px;min-height:4em;max-height:520px;overflow:auto")
+
+
+def _num(x: float | None, fmt: str = ".3f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def piece_tooltip(piece: Piece) -> str:
+    where = f"draft position {piece.position}" if piece.position else "no draft (position 0)"
+    parts = [f"{piece.kind}", f"step {piece.step}", where, f"token id {piece.token_id}"]
+    if piece.p is not None or piece.q is not None:
+        parts.append(f"p={_num(piece.p)} q={_num(piece.q)}")
+    return " | ".join(parts)
+
+
+def visible_text(piece: Piece) -> str:
+    """A rejected token made only of whitespace would be invisible: show it as compact symbols
+    (newline, a run of n spaces as a space mark and n, tab)."""
+    if piece.kind != "rejected" or piece.text.strip():
+        return piece.text
+    out, spaces = [], 0
+    for ch in piece.text + "\0":
+        if ch == " ":
+            spaces += 1
+            continue
+        if spaces:
+            out.append("\u2423" if spaces == 1 else f"\u2423{spaces}")
+            spaces = 0
+        out.append({"\n": "\u23ce", "\t": "\u21e5", "\0": ""}.get(ch, ch))
+    return "".join(out) or "\u2205"
+
+
+def piece_span(piece: Piece) -> str:
+    style = f"{SPAN_BASE};{KIND_STYLE.get(piece.kind, '')}"
+    return (f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" '
+            f'style="{style}" title="{html.escape(piece_tooltip(piece))}">'
+            f"{html.escape(visible_text(piece))}</span>")
+
+
+def legend_html() -> str:
+    items = [f'<span class="sd-legend" style="{SPAN_BASE};{KIND_STYLE[k]}" title="{KIND_HELP[k]}">{k}</span>'
+             f'<span style="opacity:.7;font-size:12px"> {KIND_HELP[k]}</span>'
+             for k in ("accepted", "rejected", "recovered", "bonus", "plain")]
+    return '<div class="sd-legend-row" style="display:flex;flex-wrap:wrap;gap:14px">' + "".join(items) + "</div>"
+
+
+@dataclass
+class StepRecord:
+    step: int
+    drafted: int
+    accepted: int
+    emitted: int
+
+
+@dataclass
+class Transcript:
+    """Everything a run has shown so far: pieces in order, one record per step, the last stats."""
+
+    prompt: str = ""
+    pieces: list[Piece] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    stats: Stats | None = None
+    stop: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=lambda: {"propose": 0.0, "score": 0.0, "verify": 0.0})
+
+    def add(self, event: StepEvent) -> None:
+        self.pieces.extend(event.pieces)
+        self.steps.append(StepRecord(event.step, event.draft_size,
+                                     sum(pc.kind == "accepted" for pc in event.pieces), len(event.emitted)))
+        self.stats = event.stats
+        self.stop = event.stop
+        for name, ms in event.timings_ms.items():
+            self.timings_ms[name] = self.timings_ms.get(name, 0.0) + ms
+
+    def extend(self, events: Iterable[StepEvent]) -> "Transcript":
+        for ev in events:
+            self.add(ev)
+        return self
+
+    @property
+    def text(self) -> str:
+        return "".join(pc.text for pc in self.pieces if pc.emitted)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [pc.token_id for pc in self.pieces if pc.emitted]
+
+    @property
+    def kinds(self) -> set[str]:
+        return {pc.kind for pc in self.pieces}
+
+
+def prompt_tail(prompt: str, lines: int = 4) -> str:
+    """The last few lines of the prompt: enough context to read the continuation."""
+    parts = prompt.split("\n")
+    return prompt if len(parts) <= lines else "\u2026\n" + "\n".join(parts[-lines:])
+
+
+def transcript_html(t: Transcript, status: str = "") -> str:
+    prompt = f'<span class="sd-prompt" style="opacity:.55">{html.escape(prompt_tail(t.prompt))}</span>' \
+        if t.prompt else ""
+    body = "".join(piece_span(pc) for pc in t.pieces)
+    note = f'<div class="sd-status" style="font-size:12px;opacity:.75;margin-top:4px">{html.escape(status)}</div>' \
+        if status else ""
+    return f'<div class="sd-stream" style="{BOX_STYLE}">{prompt}{body}</div>{note}'
+
+
+def stats_summary(stats: Stats | None) -> dict[str, str]:
+    """The live numbers, formatted: label -> value."""
+    if stats is None:
+        return {"tokens/s": "-", "tau": "-", "alpha": "-", "target forwards": "-", "steps": "-", "tokens": "-"}
+    return {"tokens/s": _num(stats.tokens_per_s, ".1f"), "tau": _num(stats.tau, ".2f"),
+            "alpha": _num(stats.alpha, ".2f"), "target forwards": str(stats.target_forwards),
+            "steps": str(stats.steps), "tokens": str(stats.emitted)}
+
+
+STAT_HELP = {"tokens/s": "emitted tokens per second of engine time (prefill included)",
+             "tau": "tokens emitted per target forward (the baseline has 1.0)",
+             "alpha": "accepted draft tokens / drafted tokens",
+             "target forwards": "target model forward passes (one per step)",
+             "steps": "speculative steps", "tokens": "tokens emitted"}
+
+
+def stats_html(stats: Stats | None) -> str:
+    cards = "".join(
+        f'<div class="sd-stat" data-stat="{k}" title="{STAT_HELP[k]}" style="border:1px solid #d0d7de;'
+        f'border-radius:6px;padding:4px 10px;min-width:84px"><div style="font-size:11px;opacity:.7">{k}</div>'
+        f'<div style="font-size:20px;font-weight:600">{v}</div></div>'
+        for k, v in stats_summary(stats).items())
+    return f'<div class="sd-stats" style="display:flex;flex-wrap:wrap;gap:8px">{cards}</div>'
+
+
+def accept_frame(t: Transcript) -> pd.DataFrame:
+    """Per step: accepted draft tokens (the accepted length) and the drafted count."""
+    rows = [{"step": s.step, "tokens": s.accepted, "series": "accepted"} for s in t.steps]
+    rows += [{"step": s.step, "tokens": s.drafted - s.accepted, "series": "not accepted"} for s in t.steps]
+    # both series are always present: the plot's colour legend is fixed by its first value
+    return pd.DataFrame(rows or [{"step": 0, "tokens": 0, "series": "accepted"},
+                                 {"step": 0, "tokens": 0, "series": "not accepted"}])
+
+
+def alpha_frame(t: Transcript) -> pd.DataFrame:
+    """Running acceptance rate after each step (steps before the first draft are left out)."""
+    rows, drafted, accepted = [], 0, 0
+    for s in t.steps:
+        drafted += s.drafted
+        accepted += s.accepted
+        if drafted:
+            rows.append({"step": s.step, "alpha": accepted / drafted})
+    return pd.DataFrame(rows or [{"step": 0, "alpha": 0.0}])
+
+
+def position_frame(stats: Stats | None) -> pd.DataFrame:
+    """Acceptance per draft position i: alpha_i = accepted / drafted tokens at depth i."""
+    rows: list[dict[str, Any]] = []
+    if stats is not None:
+        rows = [{"position": str(i), "alpha_i": a or 0.0, "drafted": d}
+                for i, (a, d) in enumerate(zip(stats.alpha_per_position, stats.drafted_at), 1)]
+    return pd.DataFrame(rows or [{"position": "1", "alpha_i": 0.0, "drafted": 0}])
+
+
+def api_payload(t: Transcript, done: bool) -> dict[str, Any]:
+    return {"pieces": [pc.to_dict() for pc in t.pieces], "text": t.text, "tokens": t.token_ids,
+            "stats": t.stats.to_dict() if t.stats is not None else {},
+            "step": t.steps[-1].step if t.steps else 0, "stop": t.stop, "done": done}
+
+
+def cost_ratio(t: Transcript) -> float | None:
+    """c estimated from the timings: draft ms per drafted token / target ms per scoring forward."""
+    drafted = sum(s.drafted for s in t.steps)
+    if not drafted or not t.steps or t.timings_ms.get("score", 0.0) <= 0:
+        return None
+    return (t.timings_ms["propose"] / drafted) / (t.timings_ms["score"] / len(t.steps))
+
+
+def race_verdict(base: list[int], other: list[int], temperature: float) -> tuple[bool, str]:
+    """(identical, sentence): compares token ids, never strings."""
+    same = base == other
+    if temperature == 0.0:
+        if same:
+            return True, (f"Temperature 0: the two outputs are identical, token for token ({len(base)} tokens). "
+                          "Speculative decoding changed the speed, not the text.")
+        first = next((i for i, (a, b) in enumerate(zip(base, other)) if a != b), min(len(base), len(other)))
+        return False, f"Temperature 0 but the outputs differ from token {first}: this would be a bug."
+    if same:
+        return True, "The two samples happen to be identical."
+    return False, ("Temperature > 0: each output is an exact sample from the target's distribution, but the "
+                   "draft consumes random numbers, so the same seed gives a different sample.")

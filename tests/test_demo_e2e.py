@@ -1,0 +1,185 @@
+"""The demo end to end on the shipped models: the app launched on a free loopback port and driven by
+gradio_client (/generate streaming, bad input, cancel, two clients at once), and the page handlers
+(Stop, Race, Teach) called as gradio calls them."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+gr = pytest.importorskip("gradio")
+from gradio_client import Client  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
+
+from app.demo import example_prompts, launch_demo  # noqa: E402
+from app.demo_handlers import Handlers  # noqa: E402
+from app.demo_runs import DemoSession  # noqa: E402
+from engine.config import GenerateSpec  # noqa: E402
+from tests.demo_helpers import free_port  # noqa: E402
+
+pytestmark = pytest.mark.slow
+PROMPT = example_prompts()[0][1]
+MIXED = "def fibonacci(n):"  # the draft is both accepted and rejected here at temperature 0
+
+
+@pytest.fixture(scope="module")
+def app_url(engine):
+    demo, _ = launch_demo(engine, port=free_port(), prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{demo.server_port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def _stream(client: Client, **kw) -> list[dict]:
+    job = client.submit(api_name="/generate", **kw)
+    updates = list(job)
+    assert job.status().success
+    return updates
+
+
+def test_generate_streams_fates_and_matches_specdec_generate(client):
+    updates = _stream(client, prompt=MIXED, method="draft", k="auto", temperature=0.0, max_new_tokens=40, seed=0)
+    assert len(updates) >= 2 and updates[-1]["done"] is True and not any(u["done"] for u in updates[:-1])
+    final = updates[-1]
+    seen = set().union(*({p["kind"] for p in u["pieces"]} for u in updates))
+    assert {p["kind"] for p in final["pieces"]} == seen  # the last update carries every piece
+    assert {"accepted", "rejected", "recovered", "bonus"} <= seen
+    assert all({"text", "kind", "step", "position", "p", "q"} <= set(p) for p in final["pieces"])
+    assert final["text"] == "".join(p["text"] for p in final["pieces"] if p["kind"] != "rejected")
+    cli = subprocess.run([sys.executable, "-m", "app.cli", "generate", MIXED, "--method", "none",
+                          "--max-new-tokens", "40", "--json"], capture_output=True, text=True, check=True)
+    ref = json.loads(cli.stdout)
+    assert final["tokens"] == ref["tokens"] and final["text"] == ref["text"]
+    assert final["stats"]["tau"] > 1.0 and final["stats"]["target_forwards"] < len(ref["tokens"])
+
+
+def test_lookup_through_the_api_equals_the_baseline(client, engine):
+    out = client.predict(prompt="import os\nimport sys\n", method="lookup", k=4, max_new_tokens=24,
+                         api_name="/generate")
+    ref = engine.generate("import os\nimport sys\n", GenerateSpec(method="none", max_new_tokens=24))
+    assert out["tokens"] == ref.tokens and out["done"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"prompt": ""}, "prompt is empty"),
+    ({"prompt": "x = 1", "k": 99}, "k must be"),
+    ({"prompt": "x = 1", "method": "medusa-not-here"}, "not available"),
+    ({"prompt": "x = 1", "temperature": -1.0}, "temperature"),
+    ({"prompt": "x = 1", "max_new_tokens": 0}, "max_new_tokens"),
+    ({"prompt": "x = 1", "max_new_tokens": 10**6}, "max_new_tokens"),
+])
+def test_bad_input_is_an_api_error_and_the_app_keeps_serving(client, bad, message):
+    with pytest.raises(AppError, match=message):
+        client.predict(api_name="/generate", **bad)
+    assert client.predict(prompt="x = 1\n", method="none", max_new_tokens=3, api_name="/generate")["done"]
+
+
+def test_cancel_closes_the_stream_and_frees_the_engine(client, engine, monkeypatch):
+    seen = {"events": 0, "finished": False, "closed": False}
+    original = engine.stream
+
+    def watched(prompt, spec):  # the real stream, observed: how far it ran and whether it was closed
+        gen = original(prompt, spec)
+        try:
+            for ev in gen:
+                seen["events"] += 1
+                seen["finished"] = ev.stop is not None
+                yield ev
+        finally:
+            gen.close()
+            seen["closed"] = True
+
+    monkeypatch.setattr(engine, "stream", watched)
+    job = client.submit(prompt="x = 1\n", method="none", max_new_tokens=500, api_name="/generate")
+    for _ in job:
+        break  # the first update arrived: the engine is mid-generation
+    job.cancel()
+    deadline = time.monotonic() + 20
+    while not seen["closed"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen["closed"] and not seen["finished"] and seen["events"] < 500
+    assert not engine.lock.locked()
+    assert client.predict(prompt="x = 1\n", method="none", max_new_tokens=3, api_name="/generate")["done"]
+
+
+def test_two_clients_at_once_get_their_own_results(app_url, engine):
+    prompts = ["def add(a, b):\n", "class Point:\n"]
+    results: dict[int, dict] = {}
+
+    def go(i: int) -> None:
+        c = Client(app_url, verbose=False)
+        results[i] = c.predict(prompt=prompts[i], method="draft", k=3, max_new_tokens=24, api_name="/generate")
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for i, p in enumerate(prompts):
+        assert results[i]["tokens"] == engine.generate(p, GenerateSpec(method="none", max_new_tokens=24)).tokens
+
+
+# -- the page's handlers, called as gradio calls them ---------------------------------------------
+def test_stop_ends_the_generation_between_steps(engine):
+    h, session = Handlers(engine), DemoSession()
+    updates = h.generate(PROMPT, "none", "auto", 0.0, 1.0, 512, 0, session)
+    first = next(updates)
+    assert "running" in first[0]
+    h.stop(session)
+    *_, last = updates
+    assert "stopped by you" in last[0] and not engine.lock.locked()
+    assert last[0].count('data-kind="plain"') < 100
+
+
+def test_race_at_temperature_zero_says_identical(engine):
+    h, session = Handlers(engine), DemoSession()
+    *_, (left, right, verdict) = h.race(PROMPT, "draft", "auto", 0.0, 1.0, 24, 0, 2, session)
+    assert "identical, token for token (24 tokens)" in verdict and "speedup" in verdict
+    assert left.count("sd-race-meta") == 1 and 'data-kind="accepted"' in right
+    assert session.runs and session.runs[-1].speedup is not None
+    fig, text = h.theory(0.7, 4, 0.1, session)
+    assert any(tr.name == "your races (speedup)" for tr in fig.data)
+
+
+def test_page_errors_are_gradio_errors(engine):
+    h, session = Handlers(engine), DemoSession()
+    with pytest.raises(gr.Error, match="prompt is empty"):
+        next(h.generate("", "draft", "auto", 0.0, 1.0, 8, 0, session))
+    with pytest.raises(gr.Error, match="comma-separated"):
+        next(h.monte_carlo("1, x", "1, 1", 100, 0))
+
+
+def test_specdec_demo_prints_the_url_and_serves(tmp_path):
+    import urllib.request
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "demo", "--port", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        for line in proc.stdout:  # models load first, then the URL is printed
+            if "http://" in line:
+                url = line[line.index("http://"):].split()[0]
+                break
+        assert url == f"http://127.0.0.1:{port}/"
+        with urllib.request.urlopen(url, timeout=30) as r:
+            assert r.status == 200 and "specdec" in r.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_specdec_demo_with_a_missing_model_is_a_one_line_error(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--target", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "target model folder not found" in out.stderr
+    assert "Traceback" not in out.stderr
