@@ -1,27 +1,41 @@
 """The shipped prompt set: prompts cut from held-out files (never trained on), deterministic.
 
-Contract: ``make_prompts(files, n, ...)`` picks every m-th held-out file (sorted by key), cuts it
-at a line boundary after a window of about ``chars`` characters that starts at a line boundary,
-and returns JSON-ready records ``{"prompt", "source", "offset"}``; ``write_jsonl`` writes one per
+Contract: ``make_prompts(files, n, ...)`` picks every m-th held-out file (sorted by key), takes a
+window of about ``chars`` characters that starts at a line start and ends just after the first word
+of a line (its indentation and first word included: where a user's cursor stands after typing the
+line's first word), and returns JSON-ready records ``{"prompt", "source", "offset"}``; ``write_jsonl`` writes one per
 line. Files too short or without a usable cut are skipped.
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .corpus import SourceFile, read_text
 
 
+# Blank lines, indentation, then the first word (or one symbol) of the next non-blank line.
+_NEXT_WORD = re.compile(r"[ \t\n]*(\w+|\S)")
+
+
 def cut_prompt(text: str, chars: int) -> tuple[str, int] | None:
-    """A window of about ``chars`` characters ending at a line end, starting at a line start,
-    taken from the middle of the file (where code, not the licence header, lives)."""
+    """A window of about ``chars`` characters starting at a line start and ending after the first
+    word of a line, taken from the middle of the file (where code, not the licence header, lives).
+
+    Why not at a line end: the byte-level BPE merges a newline with the next line's indentation
+    into one token, so a prompt ending in a bare newline shows the model a boundary it never saw in
+    training (it then starts the next line at column 0); ending after a word is a boundary the
+    tokenizer also makes inside the training text."""
     if len(text) < 2 * chars:
         return None
     end = text.find("\n", len(text) // 2)
     if end < 0:
         return None
-    end += 1
+    word = _NEXT_WORD.match(text, end + 1)
+    if word is None:
+        return None
+    end = word.end()
     start = text.find("\n", max(0, end - chars)) + 1
     prompt = text[start:end]
     if len(prompt.strip()) < chars // 4:
