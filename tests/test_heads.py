@@ -137,12 +137,18 @@ def test_eagle_tree_node_sees_only_its_ancestors() -> None:
 
 def test_eagle_resynchronises_by_common_prefix() -> None:
     layer, embed, head = _eagle(2)
-    hidden = torch.randn(30, 32)
-    tokens = torch.randint(0, 40, (31,)).tolist()
-    fresh = lambda n: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3).propose(_ctx(tokens[:n], hidden[:n - 1]))
-    eagle = Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3)
-    for n in (12, 12, 17, 25, 9, 31):  # repeat, grow, grow, shrink (a new request), grow
-        got, ref = eagle.propose(_ctx(tokens[:n], hidden[:n - 1])), fresh(n)
+    g = torch.Generator().manual_seed(0)
+    tok_a = torch.randint(0, 40, (31,), generator=g).tolist()
+    tok_b = tok_a[:10] + torch.randint(0, 40, (21,), generator=g).tolist()  # another request, same start
+    hid_a, hid_b = torch.randn(30, 32, generator=g), torch.randn(30, 32, generator=g)
+    hid_b[:9] = hid_a[:9]  # the target's hidden states agree wherever the tokens do
+    make = lambda: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3)
+    eagle = make()
+    # repeat, grow, grow, switch to the other request (common prefix 10), grow, shrink
+    for tokens, hidden, n in ((tok_a, hid_a, 12), (tok_a, hid_a, 12), (tok_a, hid_a, 17), (tok_a, hid_a, 25),
+                              (tok_b, hid_b, 20), (tok_b, hid_b, 31), (tok_b, hid_b, 9)):
+        got = eagle.propose(_ctx(tokens[:n], hidden[:n - 1]))
+        ref = make().propose(_ctx(tokens[:n], hidden[:n - 1]))
         assert got.parents == ref.parents and got.tokens.tolist() == ref.tokens.tolist(), n
         assert eagle.kv.length == n - 1  # draft slots dropped
     assert 1 <= got.n <= 10 and got.q is None
