@@ -142,7 +142,7 @@ def test_eagle_resynchronises_by_common_prefix() -> None:
     tok_b = tok_a[:10] + torch.randint(0, 40, (21,), generator=g).tolist()  # another request, same start
     hid_a, hid_b = torch.randn(30, 32, generator=g), torch.randn(30, 32, generator=g)
     hid_b[:9] = hid_a[:9]  # the target's hidden states agree wherever the tokens do
-    make = lambda: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3)
+    make = lambda: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3, node_cost=0.0)
     eagle = make()
     # repeat, grow, grow, switch to the other request (common prefix 10), grow, shrink
     for tokens, hidden, n in ((tok_a, hid_a, 12), (tok_a, hid_a, 12), (tok_a, hid_a, 17), (tok_a, hid_a, 25),
@@ -157,7 +157,7 @@ def test_eagle_resynchronises_by_common_prefix() -> None:
 
 def test_eagle_respects_the_node_budget() -> None:
     layer, embed, head = _eagle(3)
-    eagle = Eagle(layer, embed, head, nodes=12, depth=5, beam=4, top_k=4)
+    eagle = Eagle(layer, embed, head, nodes=12, depth=5, beam=4, top_k=4, node_cost=0.0)
     draft = eagle.propose(_ctx(list(range(10)), torch.randn(9, 32)))
     assert draft.n == 12 and max(draft.depths()) >= 2
     eagle.max_nodes = 5
@@ -208,3 +208,12 @@ def test_head_folders_round_trip_and_are_found_next_to_the_target(engine, tmp_pa
     save_heads(MedusaHeads(cfg.hidden_size + 1, cfg.vocab_size, 2), tmp_path / "bad" / "medusa", {})
     with pytest.raises(ModelLoadError, match="hidden size"):
         load_head_proposers(tmp_path / "bad", engine.target.model)
+
+
+def test_eagle_cuts_the_tree_where_predicted_speedup_peaks() -> None:
+    layer, embed, head = _eagle(4)
+    eagle = Eagle(layer, embed, head, node_cost=0.1)
+    assert eagle._best_size([0.9, 0.8, 0.5, 0.05, 0.01]) == 3  # a 0.05 node costs more than it brings
+    assert eagle._best_size([0.01]) == 1  # at least one node
+    eagle.node_cost = 0.0
+    assert eagle._best_size([0.9, 0.8, 0.5, 0.05, 0.01]) == 5

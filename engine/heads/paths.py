@@ -16,7 +16,13 @@ each of its paths and, for every node ``(..., r)`` with r > 0, its elder sibling
   expected accepted length sum over nodes of prod_i acc[i][r_i] (each node is accepted when every
   node on its path is; heads treated as independent, as in Medusa). Node values only shrink along
   a path and along a rank-ordered sibling list, so taking the ``budget`` best nodes from a frontier
-  of (first child, next sibling) candidates is optimal for this objective.
+  of (first child, next sibling) candidates is optimal for this objective. With ``node_cost`` = b
+  (the measured extra cost of one tree node in the target's verification forward, relative to a
+  plain decoding step) the tree is cut to the prefix of those picks maximising the predicted
+  speedup (1 + E[accepted]) / (1 + b n): more nodes are not free on a CPU.
+- ``acc`` may instead be a ``Joint`` of measured path probabilities (``joint_from_ranks``): the
+  same search then maximises the measured expected accepted length, without assuming the heads
+  independent (they are not: when head 1 is right, head 2 is right more often).
 - ``expected_length(paths, acc)`` evaluates the objective; ``load_paths`` / ``save_paths`` read and
   write ``{"paths": [[...], ...], ...}`` JSON (a hand-written list works the same way).
 """
@@ -45,7 +51,30 @@ def tree_order(paths: Sequence[Sequence[int]]) -> tuple[list[Path_], list[int]]:
     return ps, parents
 
 
-def _value(path: Path_, acc: Sequence[Sequence[float]]) -> float:
+class Joint(dict):
+    """Measured path values: ``Joint({path: P(every node on path is the target's token)})``, e.g.
+    from ``joint_from_ranks``; used in place of the product of per-head accuracies."""
+
+
+def joint_from_ranks(ranks: Sequence[Sequence[int]]) -> Joint:
+    """``ranks[n][i]``: the rank of the target's token among head i+1's candidates at held-out
+    position n (-1 = not among them). A path's value is the fraction of positions whose ranks
+    start with it: the empirical joint probability, heads' errors correlated as they are."""
+    counts: dict[Path_, int] = {}
+    for row in ranks:
+        prefix: Path_ = ()
+        for r in row:
+            if r < 0:
+                break
+            prefix = prefix + (int(r),)
+            counts[prefix] = counts.get(prefix, 0) + 1
+    n = max(1, len(ranks))
+    return Joint({p: c / n for p, c in counts.items()})
+
+
+def _value(path: Path_, acc) -> float:
+    if isinstance(acc, Joint):
+        return acc.get(tuple(path), 0.0)
     v = 1.0
     for i, r in enumerate(path):
         v *= acc[i][r] if i < len(acc) and r < len(acc[i]) else 0.0
@@ -57,7 +86,17 @@ def expected_length(paths: Sequence[Sequence[int]], acc: Sequence[Sequence[float
     return sum(_value(tuple(p), acc) for p in paths)
 
 
-def best_tree(acc: Sequence[Sequence[float]], budget: int) -> list[Path_]:
+def best_tree(acc: Sequence[Sequence[float]], budget: int, node_cost: float = 0.0) -> list[Path_]:
+    chosen = _greedy_nodes(acc, budget)
+    if node_cost > 0.0:  # keep the prefix of the picks with the best tokens per unit of cost
+        gains = [1.0 + expected_length(chosen[:n], acc) for n in range(len(chosen) + 1)]
+        n_best = max(range(len(chosen) + 1), key=lambda n: gains[n] / (1.0 + node_cost * n))
+        chosen = chosen[:max(1, n_best)]
+    return tree_order(chosen)[0]
+
+
+def _greedy_nodes(acc: Sequence[Sequence[float]], budget: int) -> list[Path_]:
+    """The ``budget`` most valuable nodes in the order picked (each pick keeps a valid tree)."""
     chosen: list[Path_] = []
     frontier = [(-_value((0,), acc), (0,))]
     while frontier and len(chosen) < budget:
@@ -65,12 +104,16 @@ def best_tree(acc: Sequence[Sequence[float]], budget: int) -> list[Path_]:
         if -neg <= 0.0:
             break
         chosen.append(p)
-        if len(p) < len(acc):
+        if len(p) < _depth(acc):
             heapq.heappush(frontier, (-_value(p + (0,), acc), p + (0,)))
-        if p[-1] + 1 < len(acc[len(p) - 1]):
+        if isinstance(acc, Joint) or p[-1] + 1 < len(acc[len(p) - 1]):
             sib = p[:-1] + (p[-1] + 1,)
             heapq.heappush(frontier, (-_value(sib, acc), sib))
-    return tree_order(chosen)[0]
+    return chosen
+
+
+def _depth(acc) -> int:
+    return max((len(p) for p in acc), default=0) if isinstance(acc, Joint) else len(acc)
 
 
 def load_paths(path: Path) -> list[Path_]:

@@ -12,9 +12,12 @@ rollback hooks). ``propose(ctx)``:
    (the draft's own confidence, log-summed); at each depth the ``beam`` most valuable new nodes
    are fed through the layer together (tree attention mask: real context, their ancestors,
    themselves; position = t + depth) and each proposes its ``top_k`` most likely children, for
-   ``depth`` levels or until no frontier node is worth ``min_prob``;
-3. the ``nodes`` most valuable nodes overall (never a child without its parent) form the draft,
-   siblings ordered by value.
+   ``depth`` levels or until no frontier node is worth ``node_cost`` (below);
+3. the ``nodes`` most valuable nodes overall (never a child without its parent), cut to the
+   prefix that maximises the predicted speedup (1 + sum of values) / (1 + node_cost n), form the
+   draft, siblings ordered by value. ``node_cost`` is the verifier's measured extra cost of one
+   node relative to a decoding step (0 = always the full budget); a frontier whose best value is
+   below it is not expanded further.
 
 The draft is deterministic (q = None): tokens are a function of the committed text only, so the
 shared verifier keeps the target's distribution exactly at every temperature.
@@ -37,12 +40,12 @@ class Eagle:
     name = "eagle"
 
     def __init__(self, layer: EagleLayer, embed: torch.Tensor, lm_head: torch.Tensor, vocab: int | None = None,
-                 nodes: int = 24, depth: int = 6, beam: int = 6, top_k: int = 6, min_prob: float = 0.0,
+                 nodes: int = 24, depth: int = 6, beam: int = 4, top_k: int = 4, node_cost: float = 0.09,
                  capacity: int = 1024) -> None:
         self.layer, self.embed, self.lm_head = layer.eval(), embed, lm_head
         self.vocab = vocab
         self.max_nodes: int | None = None  # a per-request cap (GenerateSpec.k), below ``nodes``
-        self.nodes, self.depth, self.beam, self.top_k, self.min_prob = nodes, depth, beam, top_k, min_prob
+        self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.kv = layer.new_kv(capacity)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
 
@@ -96,7 +99,7 @@ class Eagle:
         for d in range(1, self.depth):
             frontier.sort(key=lambda c: -score[c])
             expand = frontier[: self.beam]
-            if not expand or math.exp(score[expand[0]]) < self.min_prob:
+            if not expand or math.exp(score[expand[0]]) < self.node_cost:  # not worth a node: stop
                 break
             out = self._feed(expand, tok, par, feats, slots, m, d)
             lps, idxs = self._logp(out).topk(self.top_k, dim=-1)
@@ -130,6 +133,17 @@ class Eagle:
         pos = torch.full((n,), m - 1 + d, device=dev)
         return self.layer.attend(torch.stack(f_in), e, pos, self.kv, mask)
 
+    def _best_size(self, values: list[float]) -> int:
+        """The n maximising (1 + sum of the n best values) / (1 + node_cost n): draft confidence
+        as the estimate of acceptance (EAGLE-2), node_cost the verifier's cost of one more node."""
+        best_n, best, total = 1, -1.0, 1.0
+        for n, v in enumerate(values, 1):
+            total += v
+            ratio = total / (1.0 + self.node_cost * n)
+            if ratio > best:
+                best_n, best = n, ratio
+        return best_n
+
     def _draft(self, tok, par, score, budget) -> Draft:
         order = sorted(range(len(tok)), key=lambda c: -score[c])
         chosen: dict[int, int] = {}
@@ -141,7 +155,10 @@ class Eagle:
         depth = {}
         for c in sorted(chosen):
             depth[c] = 1 if par[c] < 0 else depth[par[c]] + 1
-        final = sorted(chosen, key=lambda c: (depth[c], c))  # by depth, siblings by value (topk order)
+        picks = list(chosen)  # in value order
+        if self.node_cost > 0.0:
+            picks = picks[: self._best_size([math.exp(score[c]) for c in picks])]
+        final = sorted(picks, key=lambda c: (depth[c], c))  # by depth, siblings by value (topk order)
         index = {c: i for i, c in enumerate(final)}
         parents = [index[par[c]] if par[c] >= 0 else -1 for c in final]
         return Draft(torch.tensor([tok[c] for c in final], dtype=torch.long), tuple(parents))

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from ..heads.modules import EagleLayer, MedusaHeads, param_count, save_heads
-from ..heads.paths import best_tree, expected_length, save_paths
+from ..heads.paths import best_tree, expected_length, joint_from_ranks, save_paths
 from .heads_prep import HeadsData, feature_sets, load_target
 from .lm import Schedule, _save_state, make_optimizer
 
@@ -43,6 +43,7 @@ class HeadsOptions(HeadsData):
     n_heads: int = 4
     top_k_eval: int = 10
     nodes: int = 24
+    node_cost: float = 0.09  # verification cost per tree node / cost of a decoding step (measured, CPU)
     unroll: int = 2
     w_token: float = 0.5
     ckpt_every: int = 25
@@ -171,16 +172,21 @@ def rank_accuracy(pred_logits: torch.Tensor, labels: torch.Tensor, top: int) -> 
 
 
 @torch.no_grad()
-def medusa_eval(heads: MedusaHeads, held: dict, opt: HeadsOptions) -> list[list[float]]:
-    """acc[i][r] on held-out greedy continuations: positions t whose future is target-generated."""
+def medusa_eval(heads: MedusaHeads, held: dict, opt: HeadsOptions) -> tuple[list[list[float]], list[list[int]]]:
+    """acc[i][r] on held-out greedy continuations (positions t whose future is target-generated),
+    and per position the rank of the true token under each head (-1 = outside the top k)."""
     ids, hid = held["ids"], held["hidden"].float()
     t0 = opt.prefix - 1  # h_t with t >= prefix - 1 predicts continuation tokens
-    out = heads(hid[:, t0:])
-    acc = []
-    for k in range(1, heads.n_heads + 1):
-        n = out.shape[1] - k - 1  # label x_{t+1+k} must exist
-        acc.append(rank_accuracy(out[:, :n, k - 1], ids[:, t0 + 1 + k: t0 + 1 + k + n], opt.top_k_eval))
-    return acc
+    K = heads.n_heads
+    n = hid.shape[1] - t0 - K - 1  # positions whose labels x_{t+2..t+1+K} all exist
+    out = heads(hid[:, t0:t0 + n])  # [B, n, K, V]
+    acc, ranks = [], []
+    for k in range(1, K + 1):
+        labels = ids[:, t0 + 1 + k: t0 + 1 + k + n]
+        acc.append(rank_accuracy(out[:, :, k - 1], labels, opt.top_k_eval))
+        hit = out[:, :, k - 1].topk(opt.top_k_eval, -1).indices == labels[..., None]
+        ranks.append(torch.where(hit.any(-1), hit.float().argmax(-1), torch.tensor(-1.0)).long().flatten())
+    return acc, torch.stack(ranks, 1).tolist()
 
 
 @torch.no_grad()
@@ -218,9 +224,10 @@ def train_medusa(opt: HeadsOptions) -> dict:
     pool = _pool(sets)
     fit(heads, lambda h, fut: medusa_loss(heads, lm_head, h, fut), lambda s: medusa_batch(pool, opt, s), opt,
         opt.cache / "medusa", "medusa")
-    acc = medusa_eval(heads, sets["heldout"], opt)
-    paths = best_tree(acc, opt.nodes)
-    e = expected_length(paths, acc)
+    acc, ranks = medusa_eval(heads, sets["heldout"], opt)
+    joint = joint_from_ranks(ranks)  # measured path probabilities: heads are not independent
+    paths = best_tree(joint, opt.nodes, opt.node_cost)
+    e = expected_length(paths, joint)
     card = _card("medusa", heads, opt, acc, time.time() - t0, tree_nodes=len(paths),
                  tree_expected_accepted=round(e, 3), tree_expected_tau=round(e + 1, 3),
                  description=f"{opt.n_heads} Medusa heads (residual SiLU block + vocabulary projection) on the "
@@ -228,7 +235,9 @@ def train_medusa(opt: HeadsOptions) -> dict:
                              "continuations; head k predicts the token k+1 positions ahead.")
     save_heads(heads, opt.out / "medusa", card)
     save_paths(opt.out / "medusa" / "tree.json", paths, expected_accepted=round(e, 3), budget=opt.nodes,
-               chosen_by="engine.heads.paths.best_tree on the held-out rank accuracies in card.json")
+               node_cost=opt.node_cost, expected_accepted_independent=round(expected_length(paths, acc), 3),
+               chosen_by="engine.heads.paths.best_tree on the measured joint path probabilities of "
+                         "held-out greedy continuations (see card.json for the per-head accuracies)")
     print(json.dumps({k: card[k] for k in card if k.startswith("heldout_top") or k.startswith("tree")}), flush=True)
     return card
 
