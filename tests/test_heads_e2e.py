@@ -41,10 +41,9 @@ def test_medusa_and_eagle_are_greedy_exact_on_shipped_prompts(engine, prompts):
         base = engine.generate(prompt, GenerateSpec(method="none", max_new_tokens=NEW))
         assert base.tokens == hf_greedy(engine, engine.encode(prompt), NEW)
         for name in HEADS:
-            for k in ("auto", 5):
-                out = engine.generate(prompt, GenerateSpec(method=name, k=k, max_new_tokens=NEW))
-                assert out.tokens == base.tokens, (name, k, prompt[-80:])
-                accepted[name] += out.stats.accepted
+            out = engine.generate(prompt, GenerateSpec(method=name, max_new_tokens=NEW))
+            assert out.tokens == base.tokens, (name, prompt[-80:])
+            accepted[name] += out.stats.accepted
     assert all(a > 0 for a in accepted.values()), accepted  # the trees really were used
 
 
