@@ -47,11 +47,26 @@ def test_medusa_and_eagle_are_greedy_exact_on_shipped_prompts(engine, prompts):
     assert all(a > 0 for a in accepted.values()), accepted  # the trees really were used
 
 
+def _contested_context(engine, prompts, method) -> list[int]:
+    """The first context (prompt cut at some length) where the first tested candidate has p in
+    [0.2, 0.8]: found from the first step's pieces (p of a first test is the target's p(x))."""
+    spec = GenerateSpec(method=method, max_new_tokens=2, sampling=SamplingParams(temperature=1.0, seed=0))
+    for prompt in prompts:
+        full = engine.encode(prompt)
+        for cut in range(40, len(full), 7):
+            ev = next(iter(engine.stream(full[:cut], spec)))
+            tested = [pc for pc in ev.pieces if pc.kind in ("accepted", "rejected")]
+            if tested and 0.2 <= tested[0].p <= 0.8:
+                return full[:cut]
+    raise AssertionError(f"no contested context for {method}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method", HEADS)
 def test_first_token_of_a_tree_step_is_distributed_as_p(engine, prompts, method):
-    """Temperature 1: accepted tree tokens and recovered tokens together follow p (chi-square)."""
-    ids = engine.encode(prompts[5])[:120]
+    """Temperature 1: accepted tree tokens and recovered tokens together follow p (chi-square),
+    at a context where the first candidate is neither sure nor hopeless (both branches exercised)."""
+    ids = _contested_context(engine, prompts, method)
     with torch.inference_mode():
         p = to_probs(engine.target.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), 1.0).numpy()
     p = p.astype(np.float64) / p.sum()
