@@ -11,11 +11,14 @@ import json
 import sys
 from pathlib import Path
 
+from engine.config import METHODS  # plain data, no torch
+
 EPILOG = """examples:
   specdec generate "def fibonacci(n):" --method draft --k auto
   specdec generate --prompt-file x.py --method lookup --json
   specdec bench --prompts assets/prompts/code.jsonl --methods none,draft,lookup --compare-hf
   specdec train            # re-train the shipped models (resumable; about 1.5 h on 2 CPU cores)
+  specdec train medusa     # train the Medusa heads on the frozen target (then: specdec train eagle)
 """
 
 
@@ -32,7 +35,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("models")
     g.add_argument("--target", type=Path, default=None, help="target model folder (default: the shipped assets/target)")
     g.add_argument("--draft", type=Path, default=None, help="draft model folder (default: the shipped assets/draft)")
-    g.add_argument("--no-draft", action="store_true", help="load no draft model (methods none and lookup only)")
+    g.add_argument("--no-draft", action="store_true", help="load no draft model (method draft unavailable)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     g.add_argument("--dtype", default="auto", help="float32, float64, bfloat16, float16 or auto (fp32 on CPU, bf16 on CUDA)")
 
@@ -90,11 +93,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.what in ("medusa", "eagle"):
+        from engine.training.heads_train import HeadsOptions, train_eagle, train_medusa
+        opt = HeadsOptions(out=args.out, work=args.work, cache=args.cache, target=args.target or args.out / "target",
+                           steps=args.steps or 400, batch=args.batch, nodes=args.nodes, n_heads=args.n_heads,
+                           node_cost=args.node_cost)
+        (train_medusa if args.what == "medusa" else train_eagle)(opt)
+        return 0
     from engine.training.run import TrainOptions, train_all
-    opt = TrainOptions(out=args.out, work=args.work, steps=args.steps, distill_steps=args.distill_steps,
+    opt = TrainOptions(out=args.out, work=args.work, steps=args.steps or 2600, distill_steps=args.distill_steps,
                        compile=not args.no_compile, vocab_size=args.vocab_size)
     train_all(opt)
     return 0
+
+
+TRAIN_EPILOG = """what:
+  models   tokenizer, target and distilled draft (the default; about 1.5 h on 2 CPU cores)
+  medusa   Medusa heads on the frozen target, self-distilled on its own greedy continuations and
+           distributions; picks the candidate tree from held-out per-head top-k accuracy
+  eagle    the EAGLE draft layer (target feature + next-token embedding -> next feature)
+Heads read the base training's token arrays from --work (re-encoding the corpus when they are
+absent), keep features and resumable checkpoints in --cache, and write assets/medusa or
+assets/eagle (fp16 safetensors, config.json, card.json, README.md; Medusa also tree.json).
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,9 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text, each token coloured by its fate")
     g.add_argument("prompt", nargs="?", help="the prompt text")
     g.add_argument("--prompt-file", help="read the prompt from a file")
-    g.add_argument("--method", default="draft", choices=["none", "draft", "lookup"],
-                   help="none = plain decoding; draft = draft-model speculation; lookup = prompt lookup")
-    g.add_argument("--k", type=_k, default="auto", help="draft tokens per step, 1-16, or auto (adaptive)")
+    g.add_argument("--method", default="draft", choices=list(METHODS),
+                   help="none = plain decoding; draft = draft-model speculation; lookup = prompt lookup; "
+                        "medusa = Medusa heads and their candidate tree; eagle = EAGLE feature-level draft "
+                        "with a dynamic tree (medusa and eagle need assets/medusa, assets/eagle)")
+    g.add_argument("--k", type=_k, default="auto",
+                   help="draft tokens per step, 1-16, or auto (adaptive); medusa/eagle: most tree nodes "
+                        "per step (auto = the trained tree / budget)")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--confidence", type=float, default=0.2,
                    help="draft method: stop drafting where the draft's top probability is below this "
@@ -121,13 +146,32 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
     from engine.bench_args import add_bench_parser
     add_bench_parser(sub, add_model_args).set_defaults(func=cmd_bench)
-    t = sub.add_parser("train", help="re-train the shipped tokenizer, target and distilled draft (resumable)")
+    t = sub.add_parser("train", help="re-train the shipped models or draft heads (resumable)",
+                       description="Re-train the shipped models (tokenizer, target, draft) or the draft heads "
+                                   "(Medusa, EAGLE) on the frozen target. Every stage is resumable.",
+                       epilog=TRAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("what", nargs="?", default="models", choices=["models", "medusa", "eagle"],
+                   help="what to train (default: models)")
     t.add_argument("--out", type=Path, default=Path("assets"), help="where the model folders go (default: assets)")
-    t.add_argument("--work", type=Path, default=Path(".cache/specdec-train"), help="checkpoints and token arrays")
-    t.add_argument("--steps", type=int, default=2600, help="target+draft steps of 8 x 512 tokens")
-    t.add_argument("--distill-steps", type=int, default=600, help="extra draft-only distillation steps")
-    t.add_argument("--vocab-size", type=int, default=4096)
-    t.add_argument("--no-compile", action="store_true", help="skip torch.compile (slower, starts faster)")
+    t.add_argument("--work", type=Path, default=Path(".cache/specdec-train"),
+                   help="checkpoints and token arrays of the base training (heads read its token arrays)")
+    t.add_argument("--steps", type=int, default=None,
+                   help="models: target+draft steps of 8 x 512 tokens (default 2600); heads: optimiser steps "
+                        "of --batch positions (default 400)")
+    t.add_argument("--distill-steps", type=int, default=600, help="models: extra draft-only distillation steps")
+    t.add_argument("--vocab-size", type=int, default=4096, help="models: tokenizer vocabulary")
+    t.add_argument("--no-compile", action="store_true", help="models: skip torch.compile (slower, starts faster)")
+    h = t.add_argument_group("draft heads (medusa, eagle)")
+    h.add_argument("--target", type=Path, default=None, help="the frozen target (default: OUT/target)")
+    h.add_argument("--cache", type=Path, default=Path(".cache/specdec-heads"),
+                   help="target features and resumable head checkpoints (default: .cache/specdec-heads)")
+    h.add_argument("--batch", type=int, default=1024, help="heads: token positions per step (default 1024)")
+    h.add_argument("--n-heads", type=int, default=4, help="medusa: number of heads (default 4)")
+    h.add_argument("--nodes", type=int, default=24, help="medusa: node budget of the candidate tree (default 24)")
+    h.add_argument("--node-cost", type=float, default=0.09,
+                   help="medusa: extra verification cost of one tree node relative to a decoding step; the "
+                        "tree is cut where the predicted speedup (1 + E[accepted]) / (1 + cost x nodes) peaks "
+                        "(default 0.09, measured on this CPU; 0 = always use the whole budget)")
     t.set_defaults(func=cmd_train)
     for name, module, help_text in FRONT_ENDS:
         _add_front_end(sub, name, module, help_text)

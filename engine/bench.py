@@ -24,6 +24,9 @@ Cost model and prediction, all from the step timings of this run:
 - draft_ms_per_token = median over drafting steps of ``propose`` ms / draft size.
 - draft rows:  c = draft_ms_per_token / target_ms (one draft forward per drafted token);
   lookup rows: c = median ``propose`` ms per step / target_ms (no model: the cost is per step).
+  medusa / eagle rows (trees): c as for lookup (one head pass per step); ``tree_nodes`` = mean
+  nodes per step; ``accept_rate_per_depth`` a_d = P(a node at depth d accepted | depth d tested);
+  E = the measured tau (no closed form for a tree), so "predicted" checks the cost model only.
 - alpha_cond = sum accepted_at / sum tested_at; k_mean = drafted / steps (mean k actually drafted).
 - r_score = median ``score`` ms of the row / target_ms: verifying k+1 tokens costs more than one.
 - ``predicted_speedup_iid`` = E / (k_mean c + 1)       (lookup: E / (c + 1))
@@ -48,6 +51,8 @@ from .events import Stats
 from .theory import expected_tokens
 
 LOOKUP_AUTO_K = 8
+TREE_METHODS = ("medusa", "eagle")  # drafts are trees; their cost is per step, not per token
+PER_STEP_COST = ("lookup",) + TREE_METHODS
 
 
 class PromptFileError(ConfigError):
@@ -208,7 +213,9 @@ def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
     if row.method == "none":
         out.update(predicted_speedup=1.0, predicted_speedup_iid=1.0, k_mean=0.0)
         return out
-    if row.method == "lookup":
+    if row.method in TREE_METHODS:
+        out.update(tree_nodes=out["k_mean"], accept_rate_per_depth=depth_acceptance(steps))
+    if row.method in PER_STEP_COST:
         out["c"] = _ratio(_median([ev.timings_ms["propose"] for ev in steps]), target_ms)
     else:
         out["c"] = _ratio(out["draft_ms_per_token"], target_ms)
@@ -217,9 +224,29 @@ def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
         return out
     k_mean = out["k_mean"]
     e = expected_tokens(sum(st.accepted_at) / tested, k_mean)
-    cost = out["c"] if row.method == "lookup" else k_mean * out["c"]
+    if row.method in TREE_METHODS:  # no i.i.d. chain formula for a tree: use the measured tau
+        e = st.tau
+    cost = out["c"] if row.method in PER_STEP_COST else k_mean * out["c"]
     out.update(predicted_speedup=e / (cost + out["r_score"]), predicted_speedup_iid=e / (cost + 1.0))
     return out
+
+
+def depth_acceptance(events) -> list[float | None]:
+    """a_d = P(some node at depth d is accepted | the verifier tested depth d), over steps: for a
+    tree, the per-depth acceptance that multiplies into tau (alpha_i divides by every node drafted
+    at depth i, siblings included)."""
+    reached: list[int] = []
+    accepted: list[int] = []
+    for ev in events:
+        tested = {pc.position for pc in ev.pieces if pc.kind in ("accepted", "rejected")}
+        ok = {pc.position for pc in ev.pieces if pc.kind == "accepted"}
+        for d in tested:
+            while len(reached) < d:
+                reached.append(0)
+                accepted.append(0)
+            reached[d - 1] += 1
+            accepted[d - 1] += d in ok
+    return [a / r if r else None for a, r in zip(accepted, reached)]
 
 
 def _f(x, spec: str) -> str:
@@ -247,6 +274,10 @@ def format_table(result: dict) -> str:
         if name != "none":
             out.append(f"  {name}: k_mean {_f(d['k_mean'], '.2f')}  c {_f(d['c'], '.3f')}  "
                        f"r_score {_f(d['r_score'], '.2f')}  predicted (i.i.d., r=1) {_f(d['predicted_speedup_iid'], '.2f')}")
+            if "accept_rate_per_depth" in d:
+                rates = " ".join(_f(a, ".2f") for a in d["accept_rate_per_depth"])
+                out.append(f"    tree: {_f(d['tree_nodes'], '.1f')} nodes per step, acceptance per depth "
+                           f"(accepted | depth reached) {rates or '-'}")
     return "\n".join(out)
 
 

@@ -12,7 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
-METHODS = ("none", "draft", "lookup")
+METHODS = ("none", "draft", "lookup", "medusa", "eagle")
 ASSETS = Path(os.environ.get("SPECDEC_ASSETS", Path(__file__).resolve().parent.parent / "assets"))
 DEFAULT_PROMPTS = ASSETS / "prompts" / "code.jsonl"
 LOOKUP_AUTO_K = 8  # what the engine's prompt lookup uses for k="auto"
@@ -120,7 +120,7 @@ def add_bench_parser(subparsers, add_model_args) -> argparse.ArgumentParser:
                         "repeats, counters and totals sum over all of them (default: 1)")
     m = b.add_argument_group("methods")
     m.add_argument("--methods", type=parse_methods, default=None, metavar="LIST",
-                   help="comma list of none, draft, lookup (default: all the loaded models allow). "
+                   help="comma list of none, draft, lookup, medusa, eagle (default: all the loaded models allow). "
                         "`none` (plain decoding, tau = 1) is always run: it is the baseline of speedup "
                         "and of `identical`")
     m.add_argument("--k", type=parse_k_list, default=["auto"], metavar="LIST",

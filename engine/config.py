@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Union
 
-METHODS = ("none", "draft", "lookup")
+METHODS = ("none", "draft", "lookup", "medusa", "eagle")
 K_MAX = 16
 
 
@@ -70,7 +70,8 @@ KSetting = Union[int, Literal["auto"]]
 
 @dataclass(frozen=True)
 class GenerateSpec:
-    """What to run: ``method`` in METHODS, ``k`` draft tokens per step (1..K_MAX or "auto"),
+    """What to run: ``method`` in METHODS, ``k`` draft tokens per step (1..K_MAX or "auto"; for the
+    tree methods medusa and eagle, the most tree nodes per step, "auto" = the trained budget),
     ``max_new_tokens``, prompt-lookup n-gram bounds, the draft model's ``confidence`` (it stops
     drafting at a position where its own top probability is below this; 0 = always k tokens),
     and the sampling parameters."""

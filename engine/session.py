@@ -25,6 +25,7 @@ import torch
 from .config import ConfigError, GenerateSpec
 from .detok import Detokenizer
 from .events import Piece, Stats, StepEvent
+from .heads.find import load_head_proposers
 from .loading import DEFAULT_DRAFT, DEFAULT_TARGET, load_models
 from .proposers.base import Context, NoDraft, Proposer
 from .proposers.draft import DraftModel
@@ -51,7 +52,7 @@ class Engine:
     """A tokenizer, a target and optionally a draft model, shared by every request in a process."""
 
     def __init__(self, tokenizer, target_model: torch.nn.Module, draft_model: torch.nn.Module | None = None,
-                 context: int | None = None) -> None:
+                 context: int | None = None, heads_dir: Path | str | None = None) -> None:
         self.tokenizer = tokenizer
         vocab = len(tokenizer)
         self.target = Target(target_model, context, vocab=vocab)
@@ -60,16 +61,23 @@ class Engine:
         eos = eos if eos is not None else tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
         self.lock = threading.Lock()
+        # Medusa / EAGLE proposers found in heads_dir (medusa/, eagle/), each offered only if present
+        self.heads = load_head_proposers(heads_dir, target_model, vocab) if heads_dir is not None else {}
 
     @classmethod
     def load(cls, target_dir: Path | str = DEFAULT_TARGET, draft_dir: Path | str | None = DEFAULT_DRAFT,
-             device: str = "cpu", dtype: str | torch.dtype | None = None) -> "Engine":
+             device: str = "cpu", dtype: str | torch.dtype | None = None,
+             heads_dir: Path | str | None = None, heads: bool = True) -> "Engine":
+        """``heads_dir`` (default: the target's parent folder, i.e. next to the target) holds the
+        optional ``medusa/`` and ``eagle/`` folders; ``heads=False`` loads none."""
         tok, target, draft = load_models(target_dir, draft_dir, device, dtype)
-        return cls(tok, target, draft)
+        root = (Path(heads_dir) if heads_dir is not None else Path(target_dir).parent) if heads else None
+        return cls(tok, target, draft, heads_dir=root)
 
     @property
     def methods(self) -> tuple[str, ...]:
-        return ("none", "draft", "lookup") if self.draft is not None else ("none", "lookup")
+        base = ("none", "draft", "lookup") if self.draft is not None else ("none", "lookup")
+        return base + tuple(self.heads)
 
     @property
     def context(self) -> int:
@@ -101,6 +109,10 @@ class Engine:
             self.draft.confidence = spec.confidence
             self.draft.k_max = 8 if spec.k == "auto" else int(spec.k)
             return self.draft
+        if spec.method in self.heads:  # k = "auto": the shipped tree / node budget; k = n: at most n nodes
+            head = self.heads[spec.method]
+            head.max_nodes = None if spec.k == "auto" else int(spec.k)
+            return head
         raise ConfigError(f"method {spec.method!r} is not available; available: {', '.join(self.methods)}")
 
     def stream(self, prompt: str | list[int], spec: GenerateSpec,
@@ -144,7 +156,7 @@ def _loop(engine: Engine, ids: list[int], spec: GenerateSpec, proposer: Proposer
         budget = min(spec.max_new_tokens - produced - 1, engine.context - len(tokens))
         draft = Draft.empty()
         if budget > 0:
-            draft = proposer.propose(Context(tokens, sp, budget, gen, target_ms=target_ms))
+            draft = proposer.propose(Context(tokens, sp, budget, gen, hidden=target.hidden, target_ms=target_ms))
         t1 = time.perf_counter()
         scored = target.score(tokens[-1], draft)
         p = to_probs(scored.logits, sp.temperature, sp.top_k, sp.top_p)

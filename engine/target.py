@@ -6,6 +6,8 @@ forward over ``[pending] + draft.tokens`` (explicit position ids = prefix length
 additive tree mask when the draft is not a chain) and returns the target logits, row 0 after the
 pending token and row i+1 after draft node i, plus the last hidden states (for Medusa/EAGLE).
 ``commit(path)`` keeps the KV of the pending token and of the accepted path's nodes, in order.
+``hidden`` is the last hidden state (the LM head's input) at every position of ``ids``, kept in
+step with the cache: what Medusa and EAGLE draft from.
 ``prefill`` reuses the longest common prefix of the cache with the new token list.
 """
 from __future__ import annotations
@@ -47,11 +49,28 @@ class Target:
         self.ids: list[int] = []
         self._scored: Draft | None = None
         self._pending = -1
+        self._hidden: torch.Tensor | None = None  # [capacity, H]; rows [0, len(ids)) are valid
+        self._scored_hidden: torch.Tensor | None = None
         self.vocab = vocab  # padded LM heads (e.g. Qwen 7B vs 0.5B) are cut to the shared vocabulary
 
     @property
     def length(self) -> int:
         return len(self.ids)
+
+    @property
+    def hidden(self) -> torch.Tensor | None:
+        """[len(ids), H]: the last hidden state at every cached position (a view; read only)."""
+        return None if self._hidden is None else self._hidden[: len(self.ids)]
+
+    def _store_hidden(self, start: int, rows: torch.Tensor) -> None:
+        need = start + rows.shape[0]
+        if self._hidden is None or need > self._hidden.shape[0]:
+            grown = rows.new_empty((max(need, 2 * (0 if self._hidden is None else self._hidden.shape[0]), 64),
+                                    rows.shape[1]))
+            if self._hidden is not None:
+                grown[:start] = self._hidden[:start]
+            self._hidden = grown
+        self._hidden[start:need] = rows
 
     def _forward(self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor,
                  mask: torch.Tensor | None) -> torch.Tensor:
@@ -71,11 +90,11 @@ class Target:
         keep = common_prefix(self.ids, want)
         kv.truncate(self.cache, keep)
         self.ids = self.ids[:keep]
-        self._scored = None
+        self._scored = self._scored_hidden = None
         rest = want[keep:]
         if rest:
             pos = torch.arange(keep, keep + len(rest)).view(1, -1)
-            self._forward(rest, pos, None)
+            self._store_hidden(keep, self._forward(rest, pos, None))
             self.ids.extend(rest)
 
     @torch.inference_mode()
@@ -86,6 +105,7 @@ class Target:
         ids = torch.cat([torch.tensor([pending], dtype=torch.long), draft.tokens.cpu()])
         hidden = self._forward(ids, pos, mask)
         self._scored = draft
+        self._scored_hidden = hidden
         self._pending = pending
         logits = self.lm_head(hidden).float()
         return Scored(logits[:, : self.vocab] if self.vocab else logits, hidden)
@@ -97,7 +117,9 @@ class Target:
         if draft is None:
             raise RuntimeError("commit() without a preceding score()")
         L = len(self.ids)
-        kv.keep(self.cache, L, [0] + [1 + i for i in path])
+        rows = [0] + [1 + i for i in path]
+        kv.keep(self.cache, L, rows)
+        self._store_hidden(L, self._scored_hidden[rows])
         self.ids.append(self._pending)
         self.ids.extend(int(draft.tokens[i]) for i in path)
-        self._scored = None
+        self._scored = self._scored_hidden = None

@@ -111,7 +111,7 @@ def test_cli_parsing_and_errors(tmp_path, capsys) -> None:
     assert args.methods == ["none", "lookup"] and args.k == [1, "auto"] and args.compare_hf
     assert args.max_new_tokens == 128 and args.warmup == 2 and args.repeats == 1 and args.hf_lookup_tokens == 10
     assert args.prompts.name == "code.jsonl" and args.hf_assistant_tokens is None
-    for bad in (["--methods", "none,medusa"], ["--k", "0"], ["--k", "two"], ["--max-new-tokens", "0"]):
+    for bad in (["--methods", "none,medusae"], ["--k", "0"], ["--k", "two"], ["--max-new-tokens", "0"]):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["bench", *bad])
     assert main(["bench", "--prompts", str(tmp_path / "missing.jsonl")]) == 2

@@ -1,0 +1,1 @@
+"""Draft heads on the target's hidden states (Medusa, EAGLE): modules, folder format, trees."""

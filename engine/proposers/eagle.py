@@ -1,0 +1,164 @@
+"""EAGLE: draft at the feature level with one trained layer, grow a dynamic tree (Li et al., 2024).
+
+Contract: ``Eagle(layer, embed, lm_head, vocab)`` holds the trained ``EagleLayer`` and the
+target's own (frozen) input embedding and LM head weights. It keeps a KV cache of its layer over
+the pairs (f_j, x_{j+1}) of the committed text, f_j being the target's last hidden state at
+position j (``ctx.hidden``), resynchronised by longest common prefix on every call (no commit or
+rollback hooks). ``propose(ctx)``:
+
+1. feeds the pairs not yet cached; the output at the last pair (f_t, pending token) is the
+   predicted feature f_{t+1}, whose LM-head distribution proposes depth 1;
+2. EAGLE-2's dynamic tree: a node's value is the product of draft probabilities along its path
+   (the draft's own confidence, log-summed); at each depth the ``beam`` most valuable new nodes
+   are fed through the layer together (tree attention mask: real context, their ancestors,
+   themselves; position = t + depth) and each proposes its ``top_k`` most likely children, for
+   ``depth`` levels or until no frontier node is worth ``node_cost`` (below);
+3. the ``nodes`` most valuable nodes overall (never a child without its parent), cut to the
+   prefix that maximises the predicted speedup (1 + sum of values) / (1 + node_cost n), form the
+   draft, siblings ordered by value. ``node_cost`` is the verifier's measured extra cost of one
+   node relative to a decoding step (0 = always the full budget); a frontier whose best value is
+   below it is not expanded further.
+
+The draft is deterministic (q = None): tokens are a function of the committed text only, so the
+shared verifier keeps the target's distribution exactly at every temperature.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..heads.modules import EagleLayer, load_heads
+from ..target import common_prefix
+from ..tree import Draft
+from .base import Context
+
+
+class Eagle:
+    name = "eagle"
+
+    def __init__(self, layer: EagleLayer, embed: torch.Tensor, lm_head: torch.Tensor, vocab: int | None = None,
+                 nodes: int = 24, depth: int = 6, beam: int = 4, top_k: int = 4, node_cost: float = 0.09,
+                 capacity: int = 1024) -> None:
+        self.layer, self.embed, self.lm_head = layer.eval(), embed, lm_head
+        self.vocab = vocab
+        self.max_nodes: int | None = None  # a per-request cap (GenerateSpec.k), below ``nodes``
+        self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
+        self.kv = layer.new_kv(capacity)
+        self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
+
+    @classmethod
+    def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, **kw) -> "Eagle":
+        w = target.get_output_embeddings().weight
+        layer = load_heads(folder, w.device, w.dtype)
+        return cls(layer, target.get_input_embeddings().weight, w, vocab, **kw)
+
+    def _logp(self, feats: torch.Tensor) -> torch.Tensor:
+        logits = F.linear(feats, self.lm_head)
+        return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
+
+    def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
+        """Cache the pairs of ``tokens``; return the predicted feature after the last one."""
+        m = len(tokens) - 1  # pairs j = 0..m-1: (f_j, x_{j+1}); the last is (f_t, pending)
+        valid = min(max(0, common_prefix(self.ids, tokens) - 1), m - 1, self.kv.length)
+        self.kv.length = valid
+        dev = self.embed.device
+        f = hidden[valid:m].to(device=dev, dtype=self.embed.dtype)
+        e = self.embed[torch.tensor(tokens[valid + 1:m + 1], device=dev)]
+        out = self.layer.attend(f, e, torch.arange(valid, m, device=dev), self.kv, None)
+        self.ids = list(tokens)
+        return out[-1]
+
+    @torch.inference_mode()
+    def propose(self, ctx: Context) -> Draft:
+        budget = min(self.nodes, ctx.budget, self.max_nodes or self.nodes)
+        if budget <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
+            return Draft.empty()
+        if self.kv.length > len(self.ids):  # an interrupted propose left draft slots: start clean
+            self.ids = []
+        root = self._sync(ctx.tokens, ctx.hidden)
+        m = self.kv.length
+        try:
+            tok, par, score = self._grow(root, m, budget)
+        finally:
+            self.kv.length = m  # drop the draft slots
+        return self._draft(tok, par, score, budget)
+
+    def _grow(self, root: torch.Tensor, m: int, budget: int):
+        """Candidates as flat lists: token, parent candidate index (-1 = root), log value."""
+        tok: list[int] = []
+        par: list[int] = []
+        score: list[float] = []
+        self._root_feat = root
+        slots: dict[int, list[int]] = {}  # fed candidate -> kv slots of its fed ancestors and itself
+        feats: dict[int, torch.Tensor] = {}  # fed candidate -> its predicted feature
+        lp, idx = self._logp(root).topk(self.top_k)
+        frontier = self._add(tok, par, score, idx.tolist(), lp.tolist(), -1, 0.0)
+        for d in range(1, self.depth):
+            frontier.sort(key=lambda c: -score[c])
+            expand = frontier[: self.beam]
+            if not expand or math.exp(score[expand[0]]) < self.node_cost:  # not worth a node: stop
+                break
+            out = self._feed(expand, tok, par, feats, slots, m, d)
+            lps, idxs = self._logp(out).topk(self.top_k, dim=-1)
+            frontier = []
+            for i, c in enumerate(expand):
+                feats[c] = out[i]
+                frontier += self._add(tok, par, score, idxs[i].tolist(), lps[i].tolist(), c, score[c])
+        return tok, par, score
+
+    @staticmethod
+    def _add(tok, par, score, tokens, logps, parent, base) -> list[int]:
+        start = len(tok)
+        tok.extend(tokens)
+        par.extend([parent] * len(tokens))
+        score.extend(base + lp for lp in logps)
+        return list(range(start, len(tok)))
+
+    def _feed(self, expand, tok, par, feats, slots, m, d) -> torch.Tensor:
+        """One layer forward over the candidates ``expand`` (all at depth d) with the tree mask."""
+        L, n, dev = self.kv.length, len(expand), self.embed.device
+        mask = torch.zeros(n, L + n, dtype=torch.bool, device=dev)
+        mask[:, :m] = True
+        f_in = []
+        for i, c in enumerate(expand):
+            p = par[c]
+            own = slots.get(p, []) + [L + i]
+            slots[c] = own
+            mask[i, own] = True
+            f_in.append(feats[p] if p >= 0 else self._root_feat)
+        e = self.embed[torch.tensor([tok[c] for c in expand], device=dev)]
+        pos = torch.full((n,), m - 1 + d, device=dev)
+        return self.layer.attend(torch.stack(f_in), e, pos, self.kv, mask)
+
+    def _best_size(self, values: list[float]) -> int:
+        """The n maximising (1 + sum of the n best values) / (1 + node_cost n): draft confidence
+        as the estimate of acceptance (EAGLE-2), node_cost the verifier's cost of one more node."""
+        best_n, best, total = 1, -1.0, 1.0
+        for n, v in enumerate(values, 1):
+            total += v
+            ratio = total / (1.0 + self.node_cost * n)
+            if ratio > best:
+                best_n, best = n, ratio
+        return best_n
+
+    def _draft(self, tok, par, score, budget) -> Draft:
+        order = sorted(range(len(tok)), key=lambda c: -score[c])
+        chosen: dict[int, int] = {}
+        for c in order:  # a parent's value is >= its child's; ties: parents were created first
+            if len(chosen) == budget:
+                break
+            if par[c] < 0 or par[c] in chosen:
+                chosen[c] = 0
+        depth = {}
+        for c in sorted(chosen):
+            depth[c] = 1 if par[c] < 0 else depth[par[c]] + 1
+        picks = list(chosen)  # in value order
+        if self.node_cost > 0.0:
+            picks = picks[: self._best_size([math.exp(score[c]) for c in picks])]
+        final = sorted(picks, key=lambda c: (depth[c], c))  # by depth, siblings by value (topk order)
+        index = {c: i for i, c in enumerate(final)}
+        parents = [index[par[c]] if par[c] >= 0 else -1 for c in final]
+        return Draft(torch.tensor([tok[c] for c in final], dtype=torch.long), tuple(parents))

@@ -1,0 +1,68 @@
+"""Medusa: a fixed candidate tree filled from the heads' top-k tokens (Cai et al., 2024).
+
+Contract: ``Medusa(heads, paths, vocab)`` holds the trained heads (``engine.heads.modules``) and a
+candidate tree given as index paths (``engine.heads.paths``; the shipped ``tree.json`` was chosen
+by ``specdec train medusa`` from held-out accuracies, a hand-written list loads the same way).
+``propose(ctx)`` reads the target's last hidden state at the position that produced the pending
+token (``ctx.hidden[-1]``), takes each head's top-R tokens, and returns the tree with node
+``(r_1, ..., r_d)`` holding head d's rank-r_d token, cut to the first ``budget`` nodes in tree
+order (depth, then rank: still a valid tree). The draft is deterministic (q = None), so the
+shared verifier accepts exactly and the output is the target's distribution at every
+temperature; the tokens never depend on the verifier's random numbers.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..heads.modules import MedusaHeads, load_heads
+from ..heads.paths import load_paths, tree_order
+from ..tree import Draft
+from .base import Context
+
+TREE_FILE = "tree.json"
+
+
+class Medusa:
+    name = "medusa"
+
+    def __init__(self, heads: MedusaHeads, paths: Sequence[Sequence[int]], vocab: int | None = None) -> None:
+        self.heads = heads.eval()
+        self.vocab = vocab
+        self.max_nodes: int | None = None
+        self.set_paths(paths)
+
+    @classmethod
+    def load(cls, folder: Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+             vocab: int | None = None, tree: Path | None = None) -> "Medusa":
+        return cls(load_heads(folder, device, dtype), load_paths(tree or folder / TREE_FILE), vocab)
+
+    def set_paths(self, paths: Sequence[Sequence[int]]) -> None:
+        """Use another candidate tree (index paths); raises ValueError for an invalid one."""
+        ordered, parents = tree_order(paths)
+        deepest = max(len(p) for p in ordered)
+        if deepest > self.heads.n_heads:
+            raise ValueError(f"the tree is {deepest} deep but there are only {self.heads.n_heads} Medusa heads")
+        self.paths, self.parents = ordered, parents
+        self.depth = torch.tensor([len(p) - 1 for p in ordered])
+        self.rank = torch.tensor([p[-1] for p in ordered])
+        self.top = max(p[-1] for p in ordered) + 1
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.paths)
+
+    @torch.inference_mode()
+    def propose(self, ctx: Context) -> Draft:
+        n = min(self.n_nodes, ctx.budget, self.max_nodes or self.n_nodes)
+        if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
+            return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
+        w = self.heads.proj[0].weight
+        logits = self.heads(ctx.hidden[-1].to(device=w.device, dtype=w.dtype))  # [K, V]
+        if self.vocab:
+            logits = logits[:, : self.vocab]
+        top = logits.topk(self.top, dim=-1).indices.cpu()  # [K, R]
+        tokens = top[self.depth[:n], self.rank[:n]]
+        return Draft(tokens, tuple(self.parents[:n]))

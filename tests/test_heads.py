@@ -1,0 +1,219 @@
+"""Medusa and EAGLE pieces in isolation: path-list trees, the tree search, the proposers' drafts,
+the EAGLE layer's decoding path, the target's hidden states after a tree commit, head folders."""
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.heads.modules import EagleLayer, MedusaHeads, load_heads, save_heads
+from engine.heads.paths import best_tree, expected_length, load_paths, save_paths, tree_order
+from engine.loading import ModelLoadError
+from engine.proposers.base import Context
+from engine.proposers.eagle import Eagle
+from engine.proposers.medusa import Medusa
+from engine import cache as kv
+from engine.config import SamplingParams
+from engine.target import Target
+from engine.tree import Draft, position_ids, tree_attention_mask
+
+HAND = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
+
+
+def test_hand_written_path_list_gives_tree_mask_and_positions() -> None:
+    paths, parents = tree_order(list(reversed(HAND)))  # any input order
+    assert paths == [(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]
+    assert parents == [-1, -1, 0, 0, 1, 2]
+    draft = Draft(torch.arange(6) + 10, tuple(parents))
+    assert draft.depths() == [1, 1, 2, 2, 2, 3]
+    L = 4
+    assert position_ids(draft, L).tolist() == [[4, 5, 5, 6, 6, 6, 7]]
+    visible = tree_attention_mask(draft, L)[0, 0] == 0
+    assert visible[:, :L].all()  # every query sees the whole cached prefix
+    #              pend  (0)  (1) (0,0) (0,1) (1,0) (0,0,0)
+    expected = [[1, 0, 0, 0, 0, 0, 0],
+                [1, 1, 0, 0, 0, 0, 0],
+                [1, 0, 1, 0, 0, 0, 0],
+                [1, 1, 0, 1, 0, 0, 0],
+                [1, 1, 0, 0, 1, 0, 0],
+                [1, 0, 1, 0, 0, 1, 0],
+                [1, 1, 0, 1, 0, 0, 1]]
+    assert visible[:, L:].int().tolist() == expected
+
+
+@pytest.mark.parametrize("bad", [[[0, 0]], [[1]], [[0], [0, 1]], [[0], []], [[0], [-1]]])
+def test_invalid_path_lists_raise(bad) -> None:
+    with pytest.raises(ValueError):
+        tree_order(bad)
+
+
+def test_path_files_round_trip(tmp_path: Path) -> None:
+    save_paths(tmp_path / "tree.json", HAND, note="hand-written")
+    assert load_paths(tmp_path / "tree.json") == tree_order(HAND)[0]
+    (tmp_path / "plain.json").write_text(json.dumps(HAND))  # a bare list is accepted too
+    assert load_paths(tmp_path / "plain.json") == tree_order(HAND)[0]
+
+
+def _all_valid_trees(candidates, budget):
+    for n in range(1, budget + 1):
+        for subset in itertools.combinations(candidates, n):
+            try:
+                tree_order(subset)
+            except ValueError:
+                continue
+            yield subset
+
+
+def test_best_tree_is_optimal_by_brute_force() -> None:
+    acc = [[0.55, 0.2, 0.1], [0.5, 0.15, 0.12]]
+    candidates = [(r,) for r in range(3)] + [(a, b) for a in range(3) for b in range(3)]
+    for budget in (1, 3, 5):
+        best = max(expected_length(t, acc) for t in _all_valid_trees(candidates, budget))
+        chosen = best_tree(acc, budget)
+        assert len(chosen) <= budget
+        assert expected_length(chosen, acc) == pytest.approx(best)
+    assert best_tree(acc, 3) == [(0,), (1,), (0, 0)]  # 0.55, 0.275 (0,0), 0.2 (1,)
+
+
+def _ctx(tokens, hidden, budget=64) -> Context:
+    return Context(list(tokens), SamplingParams(), budget, hidden=hidden)
+
+
+def test_medusa_fills_the_tree_with_each_heads_top_k() -> None:
+    torch.manual_seed(0)
+    heads = MedusaHeads(16, 50, 3)
+    for b in heads.block:
+        torch.nn.init.normal_(b.weight, std=0.3)
+    med = Medusa(heads, HAND)
+    hidden = torch.randn(5, 16)
+    draft = med.propose(_ctx(range(6), hidden))
+    top = heads(hidden[-1]).topk(2, -1).indices
+    assert draft.parents == (-1, -1, 0, 0, 1, 2) and draft.q is None
+    assert draft.tokens.tolist() == [int(top[len(p) - 1, p[-1]]) for p in med.paths]
+    cut = med.propose(_ctx(range(6), hidden, budget=4))  # the first 4 nodes are still a tree
+    assert cut.parents == (-1, -1, 0, 0) and cut.tokens.tolist() == draft.tokens[:4].tolist()
+    assert med.propose(_ctx([3], hidden[:0])).n == 0  # no hidden state yet: a plain step
+    with pytest.raises(ValueError):
+        med.set_paths([[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]])  # deeper than 3 heads
+
+
+def _eagle(seed=0) -> tuple[EagleLayer, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(seed)
+    layer = EagleLayer(32, 4, 48).eval()
+    return layer, torch.randn(40, 32), torch.randn(40, 32)
+
+
+def test_eagle_decoding_path_equals_training_path() -> None:
+    layer, _, _ = _eagle()
+    f, e = torch.randn(1, 12, 32), torch.randn(1, 12, 32)
+    with torch.no_grad():
+        full = layer(f, e)[0]
+        kv = layer.new_kv(4)  # grows on demand
+        parts = [layer.attend(f[0, a:b], e[0, a:b], torch.arange(a, b), kv, None) for a, b in ((0, 5), (5, 6), (6, 12))]
+    torch.testing.assert_close(torch.cat(parts), full, atol=1e-5, rtol=1e-5)
+
+
+def test_eagle_tree_node_sees_only_its_ancestors() -> None:
+    """A tree forward with the node mask equals a chain forward over each node's own path."""
+    layer, _, _ = _eagle(1)
+    f, e = torch.randn(8, 32), torch.randn(8, 32)
+    with torch.no_grad():
+        kv = layer.new_kv(16)
+        layer.attend(f[:5], e[:5], torch.arange(5), kv, None)
+        # nodes a, b (siblings at position 5), then c under b at position 6
+        mask = torch.zeros(2, 7, dtype=torch.bool); mask[:, :5] = True; mask[0, 5] = mask[1, 6] = True
+        ab = layer.attend(f[5:7], e[5:7], torch.tensor([5, 5]), kv, mask)
+        mask = torch.zeros(1, 8, dtype=torch.bool); mask[:, :5] = True; mask[0, 6] = mask[0, 7] = True
+        c = layer.attend(f[7:8], e[7:8], torch.tensor([6]), kv, mask)
+        for path, node_out in (([5], ab[0:1]), ([6], ab[1:2]), ([6, 7], c)):
+            kv2 = layer.new_kv(16)
+            idx = list(range(5)) + path
+            ref = layer.attend(f[idx], e[idx], torch.arange(len(idx)), kv2, None)[-1:]
+            torch.testing.assert_close(node_out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_eagle_resynchronises_by_common_prefix() -> None:
+    layer, embed, head = _eagle(2)
+    g = torch.Generator().manual_seed(0)
+    tok_a = torch.randint(0, 40, (31,), generator=g).tolist()
+    tok_b = tok_a[:10] + torch.randint(0, 40, (21,), generator=g).tolist()  # another request, same start
+    hid_a, hid_b = torch.randn(30, 32, generator=g), torch.randn(30, 32, generator=g)
+    hid_b[:9] = hid_a[:9]  # the target's hidden states agree wherever the tokens do
+    make = lambda: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3, node_cost=0.0)
+    eagle = make()
+    # repeat, grow, grow, switch to the other request (common prefix 10), grow, shrink
+    for tokens, hidden, n in ((tok_a, hid_a, 12), (tok_a, hid_a, 12), (tok_a, hid_a, 17), (tok_a, hid_a, 25),
+                              (tok_b, hid_b, 20), (tok_b, hid_b, 31), (tok_b, hid_b, 9)):
+        got = eagle.propose(_ctx(tokens[:n], hidden[:n - 1]))
+        ref = make().propose(_ctx(tokens[:n], hidden[:n - 1]))
+        assert got.parents == ref.parents and got.tokens.tolist() == ref.tokens.tolist(), n
+        assert eagle.kv.length == n - 1  # draft slots dropped
+    assert 1 <= got.n <= 10 and got.q is None
+    assert all(got.parents[i] < i for i in range(got.n))
+
+
+def test_eagle_respects_the_node_budget() -> None:
+    layer, embed, head = _eagle(3)
+    eagle = Eagle(layer, embed, head, nodes=12, depth=5, beam=4, top_k=4, node_cost=0.0)
+    draft = eagle.propose(_ctx(list(range(10)), torch.randn(9, 32)))
+    assert draft.n == 12 and max(draft.depths()) >= 2
+    eagle.max_nodes = 5
+    assert eagle.propose(_ctx(list(range(10)), torch.randn(9, 32))).n == 5
+    assert eagle.propose(_ctx(list(range(10)), torch.randn(9, 32), budget=3)).n == 3
+
+
+def test_target_hidden_follows_tree_commits(engine, prompts) -> None:
+    model = engine.target.model
+    t = Target(model)
+    ids = engine.encode(prompts[3])[:40]
+    t.prefill(ids)
+    t.score(ids[-1], Draft.from_parents(torch.tensor([5, 6, 7, 8]), (-1, -1, 1, 0)))
+    t.commit((1, 2))
+    committed = ids + [6, 7]
+    with torch.inference_mode():
+        ref = model.get_decoder()(input_ids=torch.tensor([committed])).last_hidden_state[0]
+    assert t.hidden.shape == (len(committed), model.config.hidden_size)
+    torch.testing.assert_close(t.hidden, ref, atol=2e-4, rtol=1e-4)
+
+
+def test_chain_shaped_path_list_is_a_chain_and_scores_like_one(engine, prompts) -> None:
+    paths, parents = tree_order([[0], [0, 0], [0, 0, 0]])
+    draft = Draft(torch.tensor([11, 22, 33]), tuple(parents))
+    assert draft.is_chain
+    t = Target(engine.target.model)
+    ids = engine.encode(prompts[4])[:30]
+    t.prefill(ids)
+    plain = t.score(ids[-1], draft).logits
+    kv.truncate(t.cache, len(t.ids))  # drop the scored rows, score again with the mask
+    with torch.inference_mode():  # the same chain through the explicit 4-D tree mask
+        mask = tree_attention_mask(draft, len(t.ids))
+        h = t._forward(torch.tensor([ids[-1], 11, 22, 33]), position_ids(draft, len(t.ids)), mask)
+        masked = t.lm_head(h).float()
+    torch.testing.assert_close(masked, plain, atol=2e-4, rtol=1e-4)
+
+
+def test_head_folders_round_trip_and_are_found_next_to_the_target(engine, tmp_path: Path) -> None:
+    from engine.heads.find import load_head_proposers
+    cfg = engine.target.model.config
+    heads = MedusaHeads(cfg.hidden_size, cfg.vocab_size, 2)
+    save_heads(heads, tmp_path / "medusa", {"name": "t"})
+    save_paths(tmp_path / "medusa" / "tree.json", [[0], [0, 0]])
+    back = load_heads(tmp_path / "medusa")
+    for a, b in zip(heads.state_dict().values(), back.state_dict().values()):
+        torch.testing.assert_close(a.half().float(), b)
+    assert set(load_head_proposers(tmp_path, engine.target.model)) == {"medusa"}  # no eagle/: not offered
+    save_heads(MedusaHeads(cfg.hidden_size + 1, cfg.vocab_size, 2), tmp_path / "bad" / "medusa", {})
+    with pytest.raises(ModelLoadError, match="hidden size"):
+        load_head_proposers(tmp_path / "bad", engine.target.model)
+
+
+def test_eagle_cuts_the_tree_where_predicted_speedup_peaks() -> None:
+    layer, embed, head = _eagle(4)
+    eagle = Eagle(layer, embed, head, node_cost=0.1)
+    assert eagle._best_size([0.9, 0.8, 0.5, 0.05, 0.01]) == 3  # a 0.05 node costs more than it brings
+    assert eagle._best_size([0.01]) == 1  # at least one node
+    eagle.node_cost = 0.0
+    assert eagle._best_size([0.9, 0.8, 0.5, 0.05, 0.01]) == 5
