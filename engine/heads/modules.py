@@ -46,8 +46,11 @@ class MedusaHeads(nn.Module):
             for p in self.proj:
                 p.weight.copy_(weight)
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return torch.stack([p(h + F.silu(b(h))) for b, p in zip(self.block, self.proj)], dim=-2)
+    def forward(self, h: torch.Tensor, n: int | None = None) -> torch.Tensor:
+        """Logits of the first ``n`` heads (all by default), stacked on dim -2. Decoding asks only
+        for the heads its tree reaches: each head's d x V projection is most of its cost."""
+        pairs = list(zip(self.block, self.proj))[: n or len(self.proj)]
+        return torch.stack([p(h + F.silu(b(h))) for b, p in pairs], dim=-2)
 
 
 def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:

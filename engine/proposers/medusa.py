@@ -60,7 +60,8 @@ class Medusa:
         if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
         w = self.heads.proj[0].weight
-        logits = self.heads(ctx.hidden[-1].to(device=w.device, dtype=w.dtype))  # [K, V]
+        deepest = int(self.depth[:n].max()) + 1  # only the heads the (cut) tree reaches
+        logits = self.heads(ctx.hidden[-1].to(device=w.device, dtype=w.dtype), deepest)  # [deepest, V]
         if self.vocab:
             logits = logits[:, : self.vocab]
         top = logits.topk(self.top, dim=-1).indices.cpu()  # [K, R]
