@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--steps", type=int, default=None,
                    help="models: target+draft steps of 8 x 512 tokens (default 2600); heads: optimiser steps "
                         "of --batch positions (default 400)")
-    t.add_argument("--distill-steps", type=int, default=600, help="models: extra draft-only distillation steps")
+    t.add_argument("--distill-steps", type=int, default=2000, help="models: extra draft-only distillation steps")
     t.add_argument("--vocab-size", type=int, default=4096, help="models: tokenizer vocabulary")
     t.add_argument("--no-compile", action="store_true", help="models: skip torch.compile (slower, starts faster)")
     h = t.add_argument_group("draft heads (medusa, eagle)")
