@@ -96,8 +96,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.what in ("medusa", "eagle"):
         from engine.training.heads_train import HeadsOptions, train_eagle, train_medusa
         opt = HeadsOptions(out=args.out, work=args.work, cache=args.cache, target=args.target or args.out / "target",
-                           steps=args.steps or 400, batch=args.batch, nodes=args.nodes, n_heads=args.n_heads,
-                           node_cost=args.node_cost)
+                           steps=args.steps or 3000, batch=args.batch, nodes=args.nodes, n_heads=args.n_heads,
+                           node_cost=args.node_cost, lr=args.lr, corpus_windows=args.corpus_windows,
+                           greedy_windows=args.greedy_windows)
         (train_medusa if args.what == "medusa" else train_eagle)(opt)
         return 0
     from engine.training.run import TrainOptions, train_all
@@ -157,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="checkpoints and token arrays of the base training (heads read its token arrays)")
     t.add_argument("--steps", type=int, default=None,
                    help="models: target+draft steps of 8 x 512 tokens (default 2600); heads: optimiser steps "
-                        "of --batch positions (default 400)")
+                        "of --batch positions (default 3000)")
     t.add_argument("--distill-steps", type=int, default=2000, help="models: extra draft-only distillation steps")
     t.add_argument("--vocab-size", type=int, default=4096, help="models: tokenizer vocabulary")
     t.add_argument("--no-compile", action="store_true", help="models: skip torch.compile (slower, starts faster)")
@@ -166,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--cache", type=Path, default=Path(".cache/specdec-heads"),
                    help="target features and resumable head checkpoints (default: .cache/specdec-heads)")
     h.add_argument("--batch", type=int, default=1024, help="heads: token positions per step (default 1024)")
+    h.add_argument("--lr", type=float, default=1e-3, help="heads: peak learning rate (default 1e-3)")
+    h.add_argument("--corpus-windows", type=int, default=3072,
+                   help="heads: training windows of 256 corpus tokens labelled by the target (default 3072)")
+    h.add_argument("--greedy-windows", type=int, default=768,
+                   help="heads: training windows of 128 corpus tokens + 128 of the target's greedy "
+                        "continuation (default 768)")
     h.add_argument("--n-heads", type=int, default=4, help="medusa: number of heads (default 4)")
     h.add_argument("--nodes", type=int, default=24, help="medusa: node budget of the candidate tree (default 24)")
     h.add_argument("--node-cost", type=float, default=0.09,

@@ -19,7 +19,8 @@ each of its paths and, for every node ``(..., r)`` with r > 0, its elder sibling
   of (first child, next sibling) candidates is optimal for this objective. With ``node_cost`` = b
   (the measured extra cost of one tree node in the target's verification forward, relative to a
   plain decoding step) the tree is cut to the prefix of those picks maximising the predicted
-  speedup (1 + E[accepted]) / (1 + b n): more nodes are not free on a CPU.
+  speedup (1 + E[accepted]) / (1 + b n): more nodes are not free on a CPU. The result always has
+  at least the node ``(0,)``, even for heads that never hit (a tree must be loadable).
 - ``acc`` may instead be a ``Joint`` of measured path probabilities (``joint_from_ranks``): the
   same search then maximises the measured expected accepted length, without assuming the heads
   independent (they are not: when head 1 is right, head 2 is right more often).
@@ -87,7 +88,7 @@ def expected_length(paths: Sequence[Sequence[int]], acc: Sequence[Sequence[float
 
 
 def best_tree(acc: Sequence[Sequence[float]], budget: int, node_cost: float = 0.0) -> list[Path_]:
-    chosen = _greedy_nodes(acc, budget)
+    chosen = _greedy_nodes(acc, budget) or [(0,)]  # heads that never hit still get the smallest tree
     if node_cost > 0.0:  # keep the prefix of the picks with the best tokens per unit of cost
         gains = [1.0 + expected_length(chosen[:n], acc) for n in range(len(chosen) + 1)]
         n_best = max(range(len(chosen) + 1), key=lambda n: gains[n] / (1.0 + node_cost * n))

@@ -21,8 +21,8 @@ class HeadsData:
     target: Path = Path("assets/target")
     work: Path = Path(".cache/specdec-train")  # token arrays of the base training (read only)
     cache: Path = Path(".cache/specdec-heads")  # features, checkpoints
-    corpus_windows: int = 512
-    greedy_windows: int = 192
+    corpus_windows: int = 3072
+    greedy_windows: int = 768
     heldout_windows: int = 48
     prefix: int = 128
     cont: int = 128
