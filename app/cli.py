@@ -109,7 +109,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 TRAIN_EPILOG = """what:
-  models   tokenizer, target and distilled draft (the default; about 1.5 h on 2 CPU cores)
+  models   tokenizer, target and distilled draft (the default; about 2.5 h on 2 CPU cores)
   medusa   Medusa heads on the frozen target, self-distilled on its own greedy continuations and
            distributions; picks the candidate tree from held-out per-head top-k accuracy
   eagle    the EAGLE draft layer (target feature + next-token embedding -> next feature)
@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--steps", type=int, default=None,
                    help="models: target+draft steps of 8 x 512 tokens (default 2600); heads: optimiser steps "
                         "of --batch positions (default 3000)")
-    t.add_argument("--distill-steps", type=int, default=2000, help="models: extra draft-only distillation steps")
+    t.add_argument("--distill-steps", type=int, default=3400,
+                   help="models: extra draft-only distillation steps of 8 x 512 tokens (default 3400)")
     t.add_argument("--vocab-size", type=int, default=4096, help="models: tokenizer vocabulary")
     t.add_argument("--no-compile", action="store_true", help="models: skip torch.compile (slower, starts faster)")
     h = t.add_argument_group("draft heads (medusa, eagle)")

@@ -53,12 +53,20 @@ class MedusaHeads(nn.Module):
         return torch.stack([p(h + F.silu(b(h))) for b, p in pairs], dim=-2)
 
 
-def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embedding of x [..., T, d] at integer positions pos [T] (the Llama convention)."""
+def rope_table(d: int, theta: float, n: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [n, d] of the rotary embedding at positions 0..n-1 (the Llama convention)."""
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
+    ang = torch.arange(n, device=device, dtype=torch.float32)[:, None] * inv[None]
+    return torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
+
+
+def rope(x: torch.Tensor, pos: torch.Tensor, theta: float,
+         table: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Rotary embedding of x [..., T, d] at integer positions pos [T]; ``table`` (from
+    ``rope_table``, covering every position in ``pos``) saves recomputing the angles."""
     d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
-    ang = pos.to(torch.float32)[:, None] * inv[None]
-    cos, sin = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype), torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
+    cos, sin = table if table is not None else rope_table(d, theta, int(pos.max()) + 1, x.device)
+    cos, sin = cos[pos].to(x.dtype), sin[pos].to(x.dtype)
     half = d // 2
     return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
 
@@ -94,11 +102,21 @@ class EagleLayer(nn.Module):
         self.gate_up = nn.Linear(hidden, 2 * ffn, bias=False)
         self.down = nn.Linear(ffn, hidden, bias=False)
 
+    def _table(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rotary table, grown (doubling) to cover ``pos``; a cache, not a parameter."""
+        need = int(pos.max()) + 1
+        table = getattr(self, "_rope", None)
+        if table is None or table[0].shape[0] < need or table[0].device != pos.device:
+            self._rope = rope_table(self.hd, self.theta, max(need, 2 * (0 if table is None else table[0].shape[0]), 256),
+                                    pos.device)
+        return self._rope
+
     def _qkv(self, x: torch.Tensor, pos: torch.Tensor):
         h = F.rms_norm(x, (x.shape[-1],), self.ln1, self.eps)
         q, k, v = self.qkv(h).unflatten(-1, (3, self.heads, self.hd)).unbind(-3)  # [..., T, heads, hd]
         q, k, v = (t.transpose(-3, -2) for t in (q, k, v))  # [..., heads, T, hd]
-        return rope(q, pos, self.theta), rope(k, pos, self.theta), v
+        table = self._table(pos)
+        return rope(q, pos, self.theta, table), rope(k, pos, self.theta, table), v
 
     def _out(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         x = x + self.o(att.transpose(-3, -2).flatten(-2))
@@ -165,4 +183,4 @@ def param_count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-__all__ = ["MedusaHeads", "EagleLayer", "KV", "save_heads", "load_heads", "rope", "param_count"]
+__all__ = ["MedusaHeads", "EagleLayer", "KV", "save_heads", "load_heads", "rope", "rope_table", "param_count"]

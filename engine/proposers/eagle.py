@@ -46,6 +46,7 @@ class Eagle:
         self.vocab = vocab
         self.max_nodes: int | None = None  # a per-request cap (GenerateSpec.k), below ``nodes``
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
+        self.expand_min = 0.0
         self.kv = layer.new_kv(capacity)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
 
@@ -99,7 +100,7 @@ class Eagle:
         for d in range(1, self.depth):
             frontier.sort(key=lambda c: -score[c])
             expand = frontier[: self.beam]
-            if not expand or math.exp(score[expand[0]]) < self.node_cost:  # not worth a node: stop
+            if not expand or math.exp(score[expand[0]]) < max(self.node_cost, self.expand_min):  # not worth it: stop
                 break
             out = self._feed(expand, tok, par, feats, slots, m, d)
             lps, idxs = self._logp(out).topk(self.top_k, dim=-1)

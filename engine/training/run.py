@@ -30,7 +30,7 @@ class TrainOptions:
     work: Path = Path(".cache/specdec-train")
     vocab_size: int = 4096
     steps: int = 2600
-    distill_steps: int = 2000
+    distill_steps: int = 3400
     batch: int = 8
     seq_len: int = 512
     lr: float = 2e-3
