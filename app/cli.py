@@ -97,7 +97,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from engine.training.heads_train import HeadsOptions, train_eagle, train_medusa
         opt = HeadsOptions(out=args.out, work=args.work, cache=args.cache, target=args.target or args.out / "target",
                            steps=args.steps or 3000, batch=args.batch, nodes=args.nodes, n_heads=args.n_heads,
-                           node_cost=args.node_cost, lr=args.lr, corpus_windows=args.corpus_windows,
+                           node_cost=args.node_cost, head_cost=args.head_cost, lr=args.lr, corpus_windows=args.corpus_windows,
                            greedy_windows=args.greedy_windows)
         (train_medusa if args.what == "medusa" else train_eagle)(opt)
         return 0
@@ -176,10 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "continuation (default 768)")
     h.add_argument("--n-heads", type=int, default=4, help="medusa: number of heads (default 4)")
     h.add_argument("--nodes", type=int, default=24, help="medusa: node budget of the candidate tree (default 24)")
-    h.add_argument("--node-cost", type=float, default=0.09,
-                   help="medusa: extra verification cost of one tree node relative to a decoding step; the "
-                        "tree is cut where the predicted speedup (1 + E[accepted]) / (1 + cost x nodes) peaks "
-                        "(default 0.09, measured on this CPU; 0 = always use the whole budget)")
+    h.add_argument("--node-cost", type=float, default=0.17,
+                   help="medusa: extra verification cost of one tree node relative to a decoding step "
+                        "(default 0.17, measured on this CPU; 0 = nodes are free)")
+    h.add_argument("--head-cost", type=float, default=0.13,
+                   help="medusa: cost of computing one more head relative to a decoding step (default 0.13, "
+                        "measured on this CPU). The tree is cut where the predicted speedup "
+                        "(1 + E[accepted]) / (1 + node cost x nodes + head cost x depth) peaks; both 0 = "
+                        "always use the whole --nodes budget")
     t.set_defaults(func=cmd_train)
     for name, module, help_text in FRONT_ENDS:
         _add_front_end(sub, name, module, help_text)

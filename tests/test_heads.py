@@ -78,6 +78,15 @@ def test_best_tree_is_optimal_by_brute_force() -> None:
     assert best_tree(acc, 3) == [(0,), (1,), (0, 0)]  # 0.55, 0.275 (0,0), 0.2 (1,)
 
 
+def test_best_tree_weighs_node_and_head_costs() -> None:
+    chain = [[0.9], [0.9], [0.9], [0.9]]
+    assert best_tree(chain, 4) == [(0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)]
+    # (1 + 0.9 + 0.81 + 0.729) / (1 + 0.5 x 3) = 1.376 beats 4 deep: 4.095 / 3 = 1.365
+    assert best_tree(chain, 4, head_cost=0.5) == [(0,), (0, 0), (0, 0, 0)]
+    assert best_tree(chain, 4, node_cost=5.0) == [(0,)]  # never empty, however costly
+    assert best_tree([[0.0], [0.0]], 4) == [(0,)]  # heads that never hit: the smallest tree
+
+
 def _ctx(tokens, hidden, budget=64) -> Context:
     return Context(list(tokens), SamplingParams(), budget, hidden=hidden)
 

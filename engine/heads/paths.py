@@ -19,7 +19,9 @@ each of its paths and, for every node ``(..., r)`` with r > 0, its elder sibling
   of (first child, next sibling) candidates is optimal for this objective. With ``node_cost`` = b
   (the measured extra cost of one tree node in the target's verification forward, relative to a
   plain decoding step) the tree is cut to the prefix of those picks maximising the predicted
-  speedup (1 + E[accepted]) / (1 + b n): more nodes are not free on a CPU. The result always has
+  speedup (1 + E[accepted]) / (1 + b n + h D), D the tree's depth and h = ``head_cost`` the cost
+  of computing one more head (Medusa computes only the heads its tree reaches): more nodes and
+  deeper trees are not free on a CPU. The result always has
   at least the node ``(0,)``, even for heads that never hit (a tree must be loadable).
 - ``acc`` may instead be a ``Joint`` of measured path probabilities (``joint_from_ranks``): the
   same search then maximises the measured expected accepted length, without assuming the heads
@@ -87,12 +89,14 @@ def expected_length(paths: Sequence[Sequence[int]], acc: Sequence[Sequence[float
     return sum(_value(tuple(p), acc) for p in paths)
 
 
-def best_tree(acc: Sequence[Sequence[float]], budget: int, node_cost: float = 0.0) -> list[Path_]:
+def best_tree(acc: Sequence[Sequence[float]], budget: int, node_cost: float = 0.0,
+              head_cost: float = 0.0) -> list[Path_]:
     chosen = _greedy_nodes(acc, budget) or [(0,)]  # heads that never hit still get the smallest tree
-    if node_cost > 0.0:  # keep the prefix of the picks with the best tokens per unit of cost
-        gains = [1.0 + expected_length(chosen[:n], acc) for n in range(len(chosen) + 1)]
-        n_best = max(range(len(chosen) + 1), key=lambda n: gains[n] / (1.0 + node_cost * n))
-        chosen = chosen[:max(1, n_best)]
+    if node_cost > 0.0 or head_cost > 0.0:  # keep the prefix of the picks with the best tokens per unit of cost
+        def ratio(n: int) -> float:
+            depth = max((len(p) for p in chosen[:n]), default=0)  # heads computed: as deep as the tree
+            return (1.0 + expected_length(chosen[:n], acc)) / (1.0 + node_cost * n + head_cost * depth)
+        chosen = chosen[:max(1, max(range(len(chosen) + 1), key=ratio))]
     return tree_order(chosen)[0]
 
 

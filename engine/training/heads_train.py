@@ -43,7 +43,8 @@ class HeadsOptions(HeadsData):
     n_heads: int = 4
     top_k_eval: int = 10
     nodes: int = 24
-    node_cost: float = 0.09  # verification cost per tree node / cost of a decoding step (measured, CPU)
+    node_cost: float = 0.17  # verification cost per tree node / cost of a decoding step (measured, CPU)
+    head_cost: float = 0.13  # cost of one Medusa head (block + d x V projection) / a decoding step
     unroll: int = 2
     w_token: float = 0.5
     ckpt_every: int = 25
@@ -226,7 +227,7 @@ def train_medusa(opt: HeadsOptions) -> dict:
         opt.cache / "medusa", "medusa")
     acc, ranks = medusa_eval(heads, sets["heldout"], opt)
     joint = joint_from_ranks(ranks)  # measured path probabilities: heads are not independent
-    paths = best_tree(joint, opt.nodes, opt.node_cost)
+    paths = best_tree(joint, opt.nodes, opt.node_cost, opt.head_cost)
     e = expected_length(paths, joint)
     card = _card("medusa", heads, opt, acc, time.time() - t0, tree_nodes=len(paths),
                  tree_expected_accepted=round(e, 3), tree_expected_tau=round(e + 1, 3),
@@ -235,7 +236,7 @@ def train_medusa(opt: HeadsOptions) -> dict:
                              "continuations; head k predicts the token k+1 positions ahead.")
     save_heads(heads, opt.out / "medusa", card)
     save_paths(opt.out / "medusa" / "tree.json", paths, expected_accepted=round(e, 3), budget=opt.nodes,
-               node_cost=opt.node_cost, expected_accepted_independent=round(expected_length(paths, acc), 3),
+               node_cost=opt.node_cost, head_cost=opt.head_cost, expected_accepted_independent=round(expected_length(paths, acc), 3),
                chosen_by="engine.heads.paths.best_tree on the measured joint path probabilities of "
                          "held-out greedy continuations (see card.json for the per-head accuracies)")
     print(json.dumps({k: card[k] for k in card if k.startswith("heldout_top") or k.startswith("tree")}), flush=True)
