@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from . import cache as kv
+from .packed import pack_linears, packed_scope
 from .tree import Draft, position_ids, tree_attention_mask
 
 
@@ -39,6 +40,7 @@ class Target:
 
     def __init__(self, model: torch.nn.Module, context: int | None = None, vocab: int | None = None) -> None:
         self.model = model.eval()
+        self.packed = pack_linears(model)  # oneDNN linears inside this class's forwards only (packed.py)
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
         cfg = model.config
@@ -75,8 +77,9 @@ class Target:
     def _forward(self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor,
                  mask: torch.Tensor | None) -> torch.Tensor:
         x = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)
-        out = self.decoder(input_ids=x, position_ids=positions.to(self.device), attention_mask=mask,
-                           cache=self.cache, use_cache=True)
+        with packed_scope():
+            out = self.decoder(input_ids=x, position_ids=positions.to(self.device), attention_mask=mask,
+                               cache=self.cache, use_cache=True)
         return out.last_hidden_state[0]
 
     @torch.inference_mode()
@@ -107,7 +110,8 @@ class Target:
         self._scored = draft
         self._scored_hidden = hidden
         self._pending = pending
-        logits = self.lm_head(hidden).float()
+        with packed_scope():
+            logits = self.lm_head(hidden).float()
         return Scored(logits[:, : self.vocab] if self.vocab else logits, hidden)
 
     @torch.inference_mode()

@@ -151,7 +151,7 @@ def test_eagle_resynchronises_by_common_prefix() -> None:
     tok_b = tok_a[:10] + torch.randint(0, 40, (21,), generator=g).tolist()  # another request, same start
     hid_a, hid_b = torch.randn(30, 32, generator=g), torch.randn(30, 32, generator=g)
     hid_b[:9] = hid_a[:9]  # the target's hidden states agree wherever the tokens do
-    make = lambda: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3, node_cost=0.0)
+    make = lambda: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3, node_cost=0.0, expand_min=0.0)
     eagle = make()
     # repeat, grow, grow, switch to the other request (common prefix 10), grow, shrink
     for tokens, hidden, n in ((tok_a, hid_a, 12), (tok_a, hid_a, 12), (tok_a, hid_a, 17), (tok_a, hid_a, 25),
@@ -166,7 +166,7 @@ def test_eagle_resynchronises_by_common_prefix() -> None:
 
 def test_eagle_respects_the_node_budget() -> None:
     layer, embed, head = _eagle(3)
-    eagle = Eagle(layer, embed, head, nodes=12, depth=5, beam=4, top_k=4, node_cost=0.0)
+    eagle = Eagle(layer, embed, head, nodes=12, depth=5, beam=4, top_k=4, node_cost=0.0, expand_min=0.0)
     draft = eagle.propose(_ctx(list(range(10)), torch.randn(9, 32)))
     assert draft.n == 12 and max(draft.depths()) >= 2
     eagle.max_nodes = 5

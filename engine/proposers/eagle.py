@@ -12,7 +12,10 @@ rollback hooks). ``propose(ctx)``:
    (the draft's own confidence, log-summed); at each depth the ``beam`` most valuable new nodes
    are fed through the layer together (tree attention mask: real context, their ancestors,
    themselves; position = t + depth) and each proposes its ``top_k`` most likely children, for
-   ``depth`` levels or until no frontier node is worth ``node_cost`` (below);
+   ``depth`` levels or until the best frontier value is below ``max(node_cost, expand_min)``:
+   each level costs a layer forward plus the LM head over the beam (about 0.15 of a target
+   forward here), worth it only for nodes likely to be accepted (``expand_min`` 0.3 ~ that cost
+   times the speedup a step already makes);
 3. the ``nodes`` most valuable nodes overall (never a child without its parent), cut to the
    prefix that maximises the predicted speedup (1 + sum of values) / (1 + node_cost n), form the
    draft, siblings ordered by value. ``node_cost`` is the verifier's measured extra cost of one
@@ -30,6 +33,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .. import packed as P
 from ..heads.modules import EagleLayer, load_heads
 from ..target import common_prefix
 from ..tree import Draft
@@ -40,13 +44,15 @@ class Eagle:
     name = "eagle"
 
     def __init__(self, layer: EagleLayer, embed: torch.Tensor, lm_head: torch.Tensor, vocab: int | None = None,
-                 nodes: int = 24, depth: int = 6, beam: int = 4, top_k: int = 4, node_cost: float = 0.09,
-                 capacity: int = 1024) -> None:
+                 nodes: int = 24, depth: int = 6, beam: int = 2, top_k: int = 2, node_cost: float = 0.09,
+                 expand_min: float = 0.3, capacity: int = 1024) -> None:
         self.layer, self.embed, self.lm_head = layer.eval(), embed, lm_head
+        P.pack_linears(self.layer)  # oneDNN linears inside propose (engine/packed.py)
+        self._head = P.pack_weight(lm_head) if P.available(lm_head) else None
         self.vocab = vocab
         self.max_nodes: int | None = None  # a per-request cap (GenerateSpec.k), below ``nodes``
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
-        self.expand_min = 0.0
+        self.expand_min = expand_min
         self.kv = layer.new_kv(capacity)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
 
@@ -57,7 +63,7 @@ class Eagle:
         return cls(layer, target.get_input_embeddings().weight, w, vocab, **kw)
 
     def _logp(self, feats: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(feats, self.lm_head)
+        logits = P.linear(feats, self._head) if self._head is not None else F.linear(feats, self.lm_head)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
 
     def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
@@ -79,12 +85,13 @@ class Eagle:
             return Draft.empty()
         if self.kv.length > len(self.ids):  # an interrupted propose left draft slots: start clean
             self.ids = []
-        root = self._sync(ctx.tokens, ctx.hidden)
-        m = self.kv.length
-        try:
-            tok, par, score = self._grow(root, m, budget)
-        finally:
-            self.kv.length = m  # drop the draft slots
+        with P.packed_scope():
+            root = self._sync(ctx.tokens, ctx.hidden)
+            m = self.kv.length
+            try:
+                tok, par, score = self._grow(root, m, budget)
+            finally:
+                self.kv.length = m  # drop the draft slots
         return self._draft(tok, par, score, budget)
 
     def _grow(self, root: torch.Tensor, m: int, budget: int):

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import torch
 
+from .. import packed as P
 from ..heads.modules import MedusaHeads, load_heads
 from ..heads.paths import load_paths, tree_order
 from ..tree import Draft
@@ -30,6 +31,7 @@ class Medusa:
 
     def __init__(self, heads: MedusaHeads, paths: Sequence[Sequence[int]], vocab: int | None = None) -> None:
         self.heads = heads.eval()
+        P.pack_linears(self.heads)  # oneDNN linears inside propose (engine/packed.py)
         self.vocab = vocab
         self.max_nodes: int | None = None
         self.set_paths(paths)
@@ -61,7 +63,8 @@ class Medusa:
             return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
         w = self.heads.proj[0].weight
         deepest = int(self.depth[:n].max()) + 1  # only the heads the (cut) tree reaches
-        logits = self.heads(ctx.hidden[-1].to(device=w.device, dtype=w.dtype), deepest)  # [deepest, V]
+        with P.packed_scope():
+            logits = self.heads(ctx.hidden[-1].to(device=w.device, dtype=w.dtype), deepest)  # [deepest, V]
         if self.vocab:
             logits = logits[:, : self.vocab]
         top = logits.topk(self.top, dim=-1).indices.cpu()  # [K, R]
