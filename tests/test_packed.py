@@ -1,0 +1,50 @@
+"""engine/packed.py: the packed path runs only inside its scope, matches F.linear to float rounding,
+and leaves the model stock outside it (transformers' generate on the same object is untouched)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from engine import packed as P
+from engine.loading import DEFAULT_TARGET
+
+pytestmark = pytest.mark.skipif(not P.available(torch.zeros(1)), reason="oneDNN packed linears not available")
+
+
+def _load() -> torch.nn.Module:
+    return AutoModelForCausalLM.from_pretrained(str(DEFAULT_TARGET), dtype=torch.float32).eval()
+
+
+def test_linear_matches_f_linear_for_every_row_count() -> None:
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(96, 40, generator=g), torch.randn(96, generator=g)
+    packed = P.pack_weight(w)
+    for rows in (1, 2, 3, 9):
+        x = torch.randn(rows, 40, generator=g)
+        torch.testing.assert_close(P.linear(x, packed, b), torch.nn.functional.linear(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@torch.inference_mode()
+def test_scope_switches_the_path_and_outside_it_the_model_is_stock() -> None:
+    stock, model = _load(), _load()
+    n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert P.pack_linears(model) == n_linear > 0
+    ids = torch.randint(0, model.config.vocab_size, (1, 40), generator=torch.Generator().manual_seed(1))
+    want = stock(ids).logits
+    assert torch.equal(model(ids).logits, want)  # outside the scope: bit-identical to stock
+    with P.packed_scope():
+        with P.packed_scope():  # re-entrant
+            inner = model(ids).logits
+        got = model(ids).logits
+    assert torch.equal(inner, got)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+    assert torch.equal(model(ids).logits, want)  # the scope closed
+
+
+def test_env_switch_turns_it_off(monkeypatch) -> None:
+    monkeypatch.setenv("SPECDEC_PACKED", "0")
+    model = _load()
+    assert P.pack_linears(model) == 0
+    assert not any(hasattr(m, "_specdec_packed") for m in model.modules())
