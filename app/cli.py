@@ -103,6 +103,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     from engine.training.run import TrainOptions, train_all
     opt = TrainOptions(out=args.out, work=args.work, steps=args.steps or 2600, distill_steps=args.distill_steps,
+                       greedy_steps=args.greedy_steps,
                        compile=not args.no_compile, vocab_size=args.vocab_size)
     train_all(opt)
     return 0
@@ -161,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "of --batch positions (default 3000)")
     t.add_argument("--distill-steps", type=int, default=3400,
                    help="models: extra draft-only distillation steps of 8 x 512 tokens (default 3400)")
+    t.add_argument("--greedy-steps", type=int, default=400,
+                   help="models: then fine-tune the draft on the target's own greedy continuations for this "
+                        "many steps of 8 x 256 tokens (default 400; 0 skips)")
     t.add_argument("--vocab-size", type=int, default=4096, help="models: tokenizer vocabulary")
     t.add_argument("--no-compile", action="store_true", help="models: skip torch.compile (slower, starts faster)")
     h = t.add_argument_group("draft heads (medusa, eagle)")

@@ -15,7 +15,7 @@ from engine.training.run import TrainOptions, train_all
 def tiny_options(tmp_path: Path, steps: int) -> TrainOptions:
     std = Path(sysconfig.get_paths()["stdlib"])
     return TrainOptions(out=tmp_path / "out", work=tmp_path / "work", vocab_size=320, steps=steps,
-                        distill_steps=2, batch=2, seq_len=32, compile=False,
+                        distill_steps=2, greedy_steps=2, greedy_windows=2, batch=2, seq_len=32, compile=False,
                         roots={"json": std / "json", "email": std / "email"},
                         target_shape=dict(hidden=32, layers=1, heads=2, ffn=64),
                         draft_shape=dict(hidden=16, layers=1, heads=1, ffn=32), eval_windows=2)
@@ -46,5 +46,7 @@ def test_train_all_produces_loadable_models_with_cards_and_resumes(tmp_path):
     state = tmp_path / "work" / "pair" / "state.pt"
     import torch
     assert torch.load(state, weights_only=False)["step"] == 3
+    assert torch.load(tmp_path / "work" / "greedy" / "state.pt", weights_only=False)["step"] == 2
+    assert card["train_steps_draft_greedy"] == 2
     train_all(tiny_options(tmp_path, steps=5))
     assert torch.load(state, weights_only=False)["step"] == 5

@@ -6,7 +6,10 @@ Contract:
   distillation: the draft costs about 1/8 of the target, so distilling alongside is nearly free).
 - ``distill_draft(...)`` continues training the draft alone against the frozen final target, on
   KL(p || q) plus cross-entropy on the target's argmax (``distill_loss``).
-- Both checkpoint to ``state.pt`` in their work folder every ``ckpt_every`` steps (atomically) and
+- ``greedy_tune(...)`` then fine-tunes the draft on the same loss over batches that are half the
+  target's own greedy continuations (``greedy_ids``: what speculation at temperature 0 meets) and
+  half corpus windows of the same length.
+- All three checkpoint to ``state.pt`` in their work folder every ``ckpt_every`` steps (atomically) and
   resume from it; batches are drawn from an RNG seeded by the step, so a resumed run sees the same
   data as an uninterrupted one.
 """
@@ -161,6 +164,43 @@ def distill_draft(target, draft, data: np.ndarray, sched: Schedule, work: Path, 
         opt_q.step(); opt_q.zero_grad(set_to_none=True)
         tok += x.numel()
         bar.set_postfix(kl_q=f"{loss_q.item():.3f}", tok_s=f"{tok / (time.time() - t0):.0f}", refresh=False)
+        if (step + 1) % sched.ckpt_every == 0 or step + 1 == sched.steps:
+            _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1})
+            if on_ckpt:
+                on_ckpt(step + 1)
+
+
+def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched: Schedule, work: Path, *,
+                on_ckpt: Callable[[int], None] | None = None) -> None:
+    """Fine-tune the draft on KL(p || q) + CE over half greedy-continuation, half corpus windows of
+    ``greedy_ids.shape[1]`` tokens; resumable from ``work``."""
+    work.mkdir(parents=True, exist_ok=True)
+    state_path = work / "state.pt"
+    opt_q = make_optimizer(draft, sched)
+    start = 0
+    if state_path.exists():
+        st = torch.load(state_path, weights_only=False)
+        draft.load_state_dict(st["draft"]); opt_q.load_state_dict(st["opt_q"])
+        start = st["step"]
+    target.eval(); draft.train()
+    T, half = greedy_ids.shape[1], max(1, sched.batch // 2)
+    bar = tqdm(range(start, sched.steps), initial=start, total=sched.steps, desc="tune draft on greedy text",
+               unit="step", dynamic_ncols=True, mininterval=2.0)
+    for step in bar:
+        for g in opt_q.param_groups:
+            g["lr"] = sched.lr_at(step)
+        rng = np.random.default_rng([sched.seed, 23, step])
+        rows = greedy_ids[torch.from_numpy(rng.integers(0, len(greedy_ids), half))]
+        starts = rng.integers(0, len(data) - T - 1, sched.batch - half)
+        corpus = torch.from_numpy(np.stack([np.asarray(data[i:i + T], dtype=np.int64) for i in starts]))
+        x = torch.cat([rows, corpus])
+        with torch.no_grad():
+            p_logits = target(input_ids=x).logits
+        loss_q = distill_loss(p_logits, draft(input_ids=x).logits)
+        loss_q.backward()
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        opt_q.step(); opt_q.zero_grad(set_to_none=True)
+        bar.set_postfix(loss=f"{loss_q.item():.3f}", refresh=False)
         if (step + 1) % sched.ckpt_every == 0 or step + 1 == sched.steps:
             _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1})
             if on_ckpt:

@@ -1,4 +1,5 @@
-"""``specdec train``: corpus -> tokenizer -> target + online-distilled draft -> distil -> export -> card.
+"""``specdec train``: corpus -> tokenizer -> target + online-distilled draft -> distil -> tune on the
+target's greedy continuations -> export -> card.
 
 Contract: ``train_all(TrainOptions)`` is resumable stage by stage: each stage leaves its product in
 the work folder (tokenizer, token arrays, ``state.pt`` checkpoints) and is skipped or resumed when
@@ -18,7 +19,7 @@ import torch
 
 from . import corpus as C
 from .evaluate import evaluate_pair, write_card
-from .lm import Schedule, distill_draft, train_pair
+from .lm import Schedule, distill_draft, greedy_tune, train_pair
 from .models import DRAFT, TARGET, build, export, per_token_flops
 from .prompts import make_prompts, write_jsonl
 from .tokenizer import EOS, train_tokenizer
@@ -31,6 +32,8 @@ class TrainOptions:
     vocab_size: int = 4096
     steps: int = 2600
     distill_steps: int = 3400
+    greedy_steps: int = 400  # phase 3: draft fine-tuned on the target's greedy continuations
+    greedy_windows: int = 768
     batch: int = 8
     seq_len: int = 512
     lr: float = 2e-3
@@ -100,8 +103,24 @@ def train_all(opt: TrainOptions) -> dict:
     if opt.distill_steps > 0:
         distill_draft(target, draft, train, dsched, opt.work / "distil", compile_=opt.compile,
                       on_ckpt=lambda s: export(draft, hf_tok, snap / "draft"))
+    if opt.greedy_steps > 0:
+        gsched = Schedule(steps=opt.greedy_steps, batch=opt.batch, seq_len=opt.seq_len // 2, lr=opt.lr / 10,
+                          warmup=min(20, opt.greedy_steps // 10 + 1), seed=opt.seed + 11)
+        greedy_tune(target, draft, greedy_windows(opt, target, train), train, gsched, opt.work / "greedy",
+                    on_ckpt=lambda s: export(draft, hf_tok, snap / "draft"))
     t_all = time.time() - t0
     return finish(opt, target, draft, hf_tok, held, manifest, sched, dsched, t_pair, t_all)
+
+
+def greedy_windows(opt: TrainOptions, target, train: np.ndarray) -> torch.Tensor:
+    """``greedy_windows`` training prefixes of seq_len/4 tokens, each continued greedily by the
+    target for seq_len/4 more (cached in the work folder)."""
+    from .heads_data import build_features
+    quarter = opt.seq_len // 4
+    target.eval()
+    data = build_features(target, train, opt.greedy_windows, quarter, quarter, opt.work / "greedy_windows.pt",
+                          opt.seed + 13, desc="target greedy continuations")
+    return data["ids"]
 
 
 def finish(opt, target, draft, hf_tok, held, manifest, sched, dsched, t_pair, t_all) -> dict:
@@ -118,6 +137,7 @@ def finish(opt, target, draft, hf_tok, held, manifest, sched, dsched, t_pair, t_
               "heldout_tokens": manifest["n_tokens"]["heldout"],
               "train_tokens_seen_target": sched.steps * sched.batch * sched.seq_len,
               "train_tokens_seen_draft_distil": dsched.steps * dsched.batch * dsched.seq_len,
+              "train_steps_draft_greedy": opt.greedy_steps,
               "draft_to_target_flops": fq / fp, "train_seconds_pair": round(t_pair), "train_seconds_total": round(t_all),
               "options": json.loads(json.dumps(asdict(opt), default=str))}
     write_card(opt.out / "target", {**common, "name": "specdec target", "parameters": p.num_parameters(),
