@@ -17,7 +17,7 @@ EPILOG = """examples:
   specdec generate "def fibonacci(n):" --method draft --k auto
   specdec generate --prompt-file x.py --method lookup --json
   specdec bench --prompts assets/prompts/code.jsonl --methods none,draft,lookup --compare-hf
-  specdec train            # re-train the shipped models (resumable; about 1.5 h on 2 CPU cores)
+  specdec train            # re-train the shipped models (resumable; about 2.5 h on 2 CPU cores)
   specdec train medusa     # train the Medusa heads on the frozen target (then: specdec train eagle)
 """
 

@@ -15,7 +15,10 @@ Contract:
   behaves exactly as transformers built it for anyone else (``generate``, training, tests).
   Returns the number of layers packed; 0 (and nothing changed) where oneDNN is not available, on
   other devices or dtypes, or when ``SPECDEC_PACKED=0`` is set in the environment.
-- The packed copy is made once: the engine never changes weights. Inference only (no autograd).
+- The packed copy is made once (the engine never changes weights); a weight changed in place
+  afterwards, or moved off the CPU, makes that layer fall back to ``F.linear``. Models with more
+  than ``MAX_PARAMS`` linear weights are left alone (the copy would double their memory).
+  Inference only (no autograd).
 - ``packed_scope()`` is re-entrant and per thread.
 """
 from __future__ import annotations
@@ -47,22 +50,35 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = No
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
+MAX_PARAMS = 200_000_000  # larger models keep stock linears: packing copies every weight once
+
+
+def _version(t: torch.Tensor) -> int:
+    """The in-place version counter; -1 for inference tensors, which do not keep one."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
+
+
 def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    if getattr(_state, "depth", 0) and x.dtype == torch.float32 and not torch.is_grad_enabled():
+    w = self.weight
+    if (getattr(_state, "depth", 0) and x.dtype == torch.float32 and not torch.is_grad_enabled()
+            and _version(w) == self._specdec_version and w.device.type == "cpu"):  # the copy is current
         return linear(x, self._specdec_packed, self.bias)
-    return F.linear(x, self.weight, self.bias)
+    return F.linear(x, w, self.bias)
 
 
 def pack_linears(model: torch.nn.Module) -> int:
-    n = 0
-    for module in model.modules():
-        if not isinstance(module, torch.nn.Linear) or not available(module.weight):
-            continue
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and available(m.weight)]
+    if sum(m.weight.numel() for m in linears) > MAX_PARAMS:
+        return 0
+    for module in linears:
         if not hasattr(module, "_specdec_packed"):
             module._specdec_packed = pack_weight(module.weight)
+            module._specdec_version = _version(module.weight)
             module.forward = types.MethodType(_forward, module)
-        n += 1
-    return n
+    return len(linears)
 
 
 @contextmanager

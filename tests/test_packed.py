@@ -48,3 +48,14 @@ def test_env_switch_turns_it_off(monkeypatch) -> None:
     model = _load()
     assert P.pack_linears(model) == 0
     assert not any(hasattr(m, "_specdec_packed") for m in model.modules())
+
+
+def test_a_weight_changed_after_packing_falls_back_to_the_current_weight() -> None:
+    layer = torch.nn.Linear(40, 24)
+    assert P.pack_linears(layer) == 1
+    x = torch.randn(3, 40)
+    with torch.no_grad():
+        layer.weight.mul_(2.0)  # in place: the packed copy is now stale
+    with torch.inference_mode(), P.packed_scope():
+        got = layer(x)
+    torch.testing.assert_close(got, torch.nn.functional.linear(x, layer.weight, layer.bias))

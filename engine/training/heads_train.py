@@ -35,7 +35,7 @@ from .lm import Schedule, _save_state, make_optimizer
 @dataclass
 class HeadsOptions(HeadsData):
     out: Path = Path("assets")
-    steps: int = 300
+    steps: int = 3000
     batch: int = 1024  # positions per step (EAGLE: batch // window windows)
     window: int = 128
     lr: float = 1e-3

@@ -171,17 +171,19 @@ def distill_draft(target, draft, data: np.ndarray, sched: Schedule, work: Path, 
 
 
 def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched: Schedule, work: Path, *,
-                on_ckpt: Callable[[int], None] | None = None) -> None:
+                upstream: str = "", on_ckpt: Callable[[int], None] | None = None) -> None:
     """Fine-tune the draft on KL(p || q) + CE over half greedy-continuation, half corpus windows of
-    ``greedy_ids.shape[1]`` tokens; resumable from ``work``."""
+    ``greedy_ids.shape[1]`` tokens; resumable from ``work``. A checkpoint made after different
+    earlier phases (``upstream``, e.g. their step counts) is not resumed: the tuning restarts."""
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.pt"
     opt_q = make_optimizer(draft, sched)
     start = 0
     if state_path.exists():
         st = torch.load(state_path, weights_only=False)
-        draft.load_state_dict(st["draft"]); opt_q.load_state_dict(st["opt_q"])
-        start = st["step"]
+        if st.get("upstream", upstream) == upstream:
+            draft.load_state_dict(st["draft"]); opt_q.load_state_dict(st["opt_q"])
+            start = st["step"]
     target.eval(); draft.train()
     T, half = greedy_ids.shape[1], max(1, sched.batch // 2)
     bar = tqdm(range(start, sched.steps), initial=start, total=sched.steps, desc="tune draft on greedy text",
@@ -192,8 +194,9 @@ def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched
         rng = np.random.default_rng([sched.seed, 23, step])
         rows = greedy_ids[torch.from_numpy(rng.integers(0, len(greedy_ids), half))]
         starts = rng.integers(0, len(data) - T - 1, sched.batch - half)
-        corpus = torch.from_numpy(np.stack([np.asarray(data[i:i + T], dtype=np.int64) for i in starts]))
-        x = torch.cat([rows, corpus])
+        corpus = torch.from_numpy(np.stack([np.asarray(data[i:i + T], dtype=np.int64) for i in starts])
+                                  if len(starts) else np.empty((0, T), dtype=np.int64))
+        x = torch.cat([rows, corpus]) if len(corpus) else rows
         with torch.no_grad():
             p_logits = target(input_ids=x).logits
         loss_q = distill_loss(p_logits, draft(input_ids=x).logits)
@@ -202,6 +205,7 @@ def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched
         opt_q.step(); opt_q.zero_grad(set_to_none=True)
         bar.set_postfix(loss=f"{loss_q.item():.3f}", refresh=False)
         if (step + 1) % sched.ckpt_every == 0 or step + 1 == sched.steps:
-            _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1})
+            _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1,
+                                     "upstream": upstream})
             if on_ckpt:
                 on_ckpt(step + 1)

@@ -107,6 +107,7 @@ def train_all(opt: TrainOptions) -> dict:
         gsched = Schedule(steps=opt.greedy_steps, batch=opt.batch, seq_len=opt.seq_len // 2, lr=opt.lr / 10,
                           warmup=min(20, opt.greedy_steps // 10 + 1), seed=opt.seed + 11)
         greedy_tune(target, draft, greedy_windows(opt, target, train), train, gsched, opt.work / "greedy",
+                    upstream=f"pair {opt.steps}, distil {opt.distill_steps}",
                     on_ckpt=lambda s: export(draft, hf_tok, snap / "draft"))
     t_all = time.time() - t0
     return finish(opt, target, draft, hf_tok, held, manifest, sched, dsched, t_pair, t_all)
@@ -114,12 +115,13 @@ def train_all(opt: TrainOptions) -> dict:
 
 def greedy_windows(opt: TrainOptions, target, train: np.ndarray) -> torch.Tensor:
     """``greedy_windows`` training prefixes of seq_len/4 tokens, each continued greedily by the
-    target for seq_len/4 more (cached in the work folder)."""
+    target for seq_len/4 more (cached in the work folder, per target: keyed by its step count)."""
     from .heads_data import build_features
     quarter = opt.seq_len // 4
     target.eval()
-    data = build_features(target, train, opt.greedy_windows, quarter, quarter, opt.work / "greedy_windows.pt",
-                          opt.seed + 13, desc="target greedy continuations")
+    path = opt.work / f"greedy_windows_pair{opt.steps}.pt"
+    data = build_features(target, train, opt.greedy_windows, quarter, quarter, path, opt.seed + 13,
+                          desc="target greedy continuations")
     return data["ids"]
 
 
