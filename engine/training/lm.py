@@ -136,38 +136,49 @@ def train_pair(target, draft, data: np.ndarray, sched: Schedule, work: Path, *,
                 on_ckpt(step + 1)
 
 
-def distill_draft(target, draft, data: np.ndarray, sched: Schedule, work: Path, *,
-                  compile_: bool = True, on_ckpt: Callable[[int], None] | None = None) -> None:
-    """Train the draft alone on KL(p || q) against the frozen target; resumable from ``work``."""
+def _fit_draft(p_fn: Callable, q_fn: Callable, draft, sched: Schedule, work: Path, batch_fn: Callable,
+               desc: str, upstream: str = "", on_ckpt: Callable[[int], None] | None = None) -> None:
+    """The draft-only loop shared by ``distill_draft`` and ``greedy_tune``: ``distill_loss`` of
+    ``q_fn(x)`` against the frozen ``p_fn(x)`` on ``batch_fn(step)``, resumable from
+    ``work/state.pt``; a checkpoint tagged with another ``upstream`` is not resumed."""
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.pt"
     opt_q = make_optimizer(draft, sched)
     start = 0
     if state_path.exists():
         st = torch.load(state_path, weights_only=False)
-        draft.load_state_dict(st["draft"]); opt_q.load_state_dict(st["opt_q"])
-        start = st["step"]
-    target.eval(); draft.train()
-    f_p, f_q = _compiled(target, compile_), _compiled(draft, compile_)
-    bar = tqdm(range(start, sched.steps), initial=start, total=sched.steps, desc="distil draft",
+        if st.get("upstream", upstream) == upstream:  # an untagged checkpoint resumes
+            draft.load_state_dict(st["draft"]); opt_q.load_state_dict(st["opt_q"])
+            start = st["step"]
+    draft.train()
+    bar = tqdm(range(start, sched.steps), initial=start, total=sched.steps, desc=desc,
                unit="step", dynamic_ncols=True, mininterval=2.0)
     t0, tok = time.time(), 0
     for step in bar:
         for g in opt_q.param_groups:
             g["lr"] = sched.lr_at(step)
-        x = batch_at(data, sched, step)[:, :-1]
+        x = batch_fn(step)
         with torch.no_grad():
-            p_logits = f_p(input_ids=x).logits
-        loss_q = distill_loss(p_logits, f_q(input_ids=x).logits)
+            p_logits = p_fn(input_ids=x).logits
+        loss_q = distill_loss(p_logits, q_fn(input_ids=x).logits)
         loss_q.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         opt_q.step(); opt_q.zero_grad(set_to_none=True)
         tok += x.numel()
-        bar.set_postfix(kl_q=f"{loss_q.item():.3f}", tok_s=f"{tok / (time.time() - t0):.0f}", refresh=False)
+        bar.set_postfix(loss=f"{loss_q.item():.3f}", tok_s=f"{tok / (time.time() - t0):.0f}", refresh=False)
         if (step + 1) % sched.ckpt_every == 0 or step + 1 == sched.steps:
-            _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1})
+            _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1,
+                                     "upstream": upstream})
             if on_ckpt:
                 on_ckpt(step + 1)
+
+
+def distill_draft(target, draft, data: np.ndarray, sched: Schedule, work: Path, *,
+                  compile_: bool = True, on_ckpt: Callable[[int], None] | None = None) -> None:
+    """Train the draft alone on KL(p || q) against the frozen target; resumable from ``work``."""
+    target.eval()
+    _fit_draft(_compiled(target, compile_), _compiled(draft, compile_), draft, sched, work,
+               lambda step: batch_at(data, sched, step)[:, :-1], "distil draft", on_ckpt=on_ckpt)
 
 
 def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched: Schedule, work: Path, *,
@@ -175,37 +186,16 @@ def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched
     """Fine-tune the draft on KL(p || q) + CE over half greedy-continuation, half corpus windows of
     ``greedy_ids.shape[1]`` tokens; resumable from ``work``. A checkpoint made after different
     earlier phases (``upstream``, e.g. their step counts) is not resumed: the tuning restarts."""
-    work.mkdir(parents=True, exist_ok=True)
-    state_path = work / "state.pt"
-    opt_q = make_optimizer(draft, sched)
-    start = 0
-    if state_path.exists():
-        st = torch.load(state_path, weights_only=False)
-        if st.get("upstream", upstream) == upstream:
-            draft.load_state_dict(st["draft"]); opt_q.load_state_dict(st["opt_q"])
-            start = st["step"]
-    target.eval(); draft.train()
+    target.eval()
     T, half = greedy_ids.shape[1], max(1, sched.batch // 2)
-    bar = tqdm(range(start, sched.steps), initial=start, total=sched.steps, desc="tune draft on greedy text",
-               unit="step", dynamic_ncols=True, mininterval=2.0)
-    for step in bar:
-        for g in opt_q.param_groups:
-            g["lr"] = sched.lr_at(step)
+
+    def batch(step: int) -> torch.Tensor:
         rng = np.random.default_rng([sched.seed, 23, step])
         rows = greedy_ids[torch.from_numpy(rng.integers(0, len(greedy_ids), half))]
         starts = rng.integers(0, len(data) - T - 1, sched.batch - half)
-        corpus = torch.from_numpy(np.stack([np.asarray(data[i:i + T], dtype=np.int64) for i in starts])
-                                  if len(starts) else np.empty((0, T), dtype=np.int64))
-        x = torch.cat([rows, corpus]) if len(corpus) else rows
-        with torch.no_grad():
-            p_logits = target(input_ids=x).logits
-        loss_q = distill_loss(p_logits, draft(input_ids=x).logits)
-        loss_q.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt_q.step(); opt_q.zero_grad(set_to_none=True)
-        bar.set_postfix(loss=f"{loss_q.item():.3f}", refresh=False)
-        if (step + 1) % sched.ckpt_every == 0 or step + 1 == sched.steps:
-            _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1,
-                                     "upstream": upstream})
-            if on_ckpt:
-                on_ckpt(step + 1)
+        if not len(starts):
+            return rows
+        corpus = np.stack([np.asarray(data[i:i + T], dtype=np.int64) for i in starts])
+        return torch.cat([rows, torch.from_numpy(corpus)])
+
+    _fit_draft(target, draft, draft, sched, work, batch, "tune draft on greedy text", upstream, on_ckpt)
