@@ -4,9 +4,19 @@ Why: a 1M-parameter draft spends ~80% of an HF forward in Python module dispatch
 and mask building (profiled on this CPU: 0.86 ms per token, of which 0.17 ms in matmuls). The
 draft's cost ratio c enters the speedup as (k c + 1), so the draft step must be cheap. This module
 runs the same weights and the same math as transformers' ``LlamaForCausalLM`` (RMSNorm, rotary
-embeddings, grouped-query attention, SiLU-gated MLP, tied or untied head) with fused QKV and
-gate/up projections, a preallocated KV buffer and (on the CPU) oneDNN linears with pre-packed
-weights (``packed.py``), in about a dozen tensor ops per layer.
+embeddings, grouped-query attention, SiLU-gated MLP, tied or untied head) in about a dozen tensor
+ops per layer:
+- one QKV linear whose weight also holds rotate_half(Wq) and rotate_half(Wk), so RoPE is a
+  multiply and an ``addcmul`` against a per-position table; one fused gate/up linear;
+- RMSNorm weights folded into the columns of the linear after each norm;
+- 4-D inputs to ``scaled_dot_product_attention`` (the CPU flash kernel: about half the time of
+  the 3-D math path for one query);
+- a preallocated KV buffer;
+- each linear through ``packed.Linear``: MKL for the small layer weights, oneDNN with a pre-packed
+  weight for the LM head.
+Measured with 2 threads on the shipped draft: one token 330 -> 190 us against the previous
+version (all linears packed, separate rotary ops, 3-D attention), which took the draft from c =
+0.22 to 0.18 of a target step.
 
 Contract: ``LeanLlama.supports(model)`` says whether a model can take this path (plain Llama:
 no attention/MLP bias, default RoPE, SiLU); ``forward(tokens)`` appends the tokens at the current
@@ -40,26 +50,19 @@ class LeanLlama:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
         self.eps = cfg.rms_norm_eps
         self.embed = m.embed_tokens.weight
+        H, KV, hd = self.n_heads, self.n_kv, self.head_dim
         self.layers = []
         for layer in m.layers:
             a, mlp = layer.self_attn, layer.mlp
-            self.layers.append((
-                layer.input_layernorm.weight,
-                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                a.o_proj.weight,
-                layer.post_attention_layernorm.weight,
-                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
-                mlp.down_proj.weight,
-            ))
-        self.norm = m.norm.weight
-        self.head = model.get_output_embeddings().weight
-        if P.available(self.head):  # oneDNN with pre-packed weights (packed.py): cheaper small matmuls
-            self.layers = [(ln1, P.pack_weight(wqkv), P.pack_weight(wo), ln2, P.pack_weight(wgu), P.pack_weight(wd))
-                           for ln1, wqkv, wo, ln2, wgu, wd in self.layers]
-            self.head = P.pack_weight(self.head)
-            self._lin = P.linear
-        else:
-            self._lin = F.linear
+            wq, wk = a.q_proj.weight, a.k_proj.weight
+            # the RMSNorm weights are folded into the columns of the linear that follows each norm;
+            # q, k, rotate_half(q), rotate_half(k), v in one linear: RoPE is qk * cos + qk_half * sin
+            wqkv = torch.cat([wq, wk, _rotate_rows(wq, H, hd), _rotate_rows(wk, KV, hd), a.v_proj.weight])
+            wgu = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+            self.layers.append((wqkv * layer.input_layernorm.weight, a.o_proj.weight,
+                                wgu * layer.post_attention_layernorm.weight, mlp.down_proj.weight))
+        self.head = P.Linear(model.get_output_embeddings().weight * m.norm.weight)
+        self.layers = [tuple(P.Linear(w) for w in ws) for ws in self.layers]  # packed.py picks each path
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float()
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
@@ -78,19 +81,13 @@ class LeanLlama:
         self.k, self.v = k, v
         pos = torch.arange(capacity, dtype=torch.float32, device=self.device)
         freqs = torch.outer(pos, self.inv_freq.to(self.device))
-        emb = torch.cat([freqs, freqs], dim=-1)
+        emb = torch.cat([freqs, freqs], dim=-1).repeat(1, self.n_heads + self.n_kv)  # one row per q/k head
         self.cos = (emb.cos() * self.rope_scale).to(self.dtype)
         self.sin = (emb.sin() * self.rope_scale).to(self.dtype)
         self.capacity = capacity
 
     def truncate(self, n: int) -> None:
         self.length = max(0, min(n, self.length))
-
-    @staticmethod
-    def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
 
     @torch.inference_mode()
     def forward(self, tokens: list[int]) -> torch.Tensor:
@@ -104,16 +101,24 @@ class LeanLlama:
         if T > 1:  # causal within the new tokens, full view of the cached prefix
             mask = torch.ones(T, L1, dtype=torch.bool, device=self.device).tril(diagonal=L0)
         H, KV, hd = self.n_heads, self.n_kv, self.head_dim
-        for i, (ln1, wqkv, wo, ln2, wgu, wd) in enumerate(self.layers):
-            h = F.rms_norm(x, (x.shape[-1],), ln1, self.eps)
-            q, k, v = self._lin(h, wqkv).split([H * hd, KV * hd, KV * hd], dim=-1)
-            q = self._rotate(q.view(T, H, hd).transpose(0, 1), cos, sin)
-            self.k[i, :, L0:L1] = self._rotate(k.view(T, KV, hd).transpose(0, 1), cos, sin)
-            self.v[i, :, L0:L1] = v.view(T, KV, hd).transpose(0, 1)
-            att = F.scaled_dot_product_attention(q, self.k[i, :, :L1], self.v[i, :, :L1], attn_mask=mask,
-                                                 enable_gqa=KV != H)
-            x = x + self._lin(att.transpose(0, 1).reshape(T, H * hd), wo)
-            g, u = self._lin(F.rms_norm(x, (x.shape[-1],), ln2, self.eps), wgu).chunk(2, dim=-1)
-            x = x + self._lin(F.silu(g) * u, wd)
+        D = (H + KV) * hd
+        n = (x.shape[-1],)
+        for i, (wqkv, wo, wgu, wd) in enumerate(self.layers):
+            y = wqkv(F.rms_norm(x, n, None, self.eps))
+            qk = torch.addcmul(y[:, :D] * cos, y[:, D:2 * D], sin)  # rotary embeddings, fused
+            q = qk[:, : H * hd].view(T, H, hd).transpose(0, 1)
+            self.k[i, :, L0:L1] = qk[:, H * hd:].view(T, KV, hd).transpose(0, 1)
+            self.v[i, :, L0:L1] = y[:, 2 * D:].view(T, KV, hd).transpose(0, 1)
+            att = F.scaled_dot_product_attention(  # 4-D: CPU's flash kernel, about 2x the 3-D path
+                q[None], self.k[None, i, :, :L1], self.v[None, i, :, :L1], attn_mask=mask, enable_gqa=KV != H)
+            x = x + wo(att[0].transpose(0, 1).reshape(T, H * hd))
+            g, u = wgu(F.rms_norm(x, n, None, self.eps)).chunk(2, dim=-1)
+            x = x + wd(F.silu(g) * u)
         self.length = L1
-        return self._lin(F.rms_norm(x[-1], (x.shape[-1],), self.norm, self.eps), self.head)
+        return self.head(F.rms_norm(x[-1], n, None, self.eps))
+
+
+def _rotate_rows(w: torch.Tensor, heads: int, hd: int) -> torch.Tensor:
+    """Rows of W such that x @ result.T == rotate_half(x @ W.T) per head (-second half, first half)."""
+    w = w.view(heads, hd, -1)
+    return torch.cat([-w[:, hd // 2:], w[:, : hd // 2]], dim=1).reshape(heads * hd, -1)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from engine.heads.modules import EagleLayer, MedusaHeads, load_heads, save_heads
+from engine.heads.eagle_decode import EagleDecoder
 from engine.heads.paths import best_tree, expected_length, load_paths, save_paths, tree_order
 from engine.loading import ModelLoadError
 from engine.proposers.base import Context
@@ -142,6 +143,22 @@ def test_eagle_tree_node_sees_only_its_ancestors() -> None:
             idx = list(range(5)) + path
             ref = layer.attend(f[idx], e[idx], torch.arange(len(idx)), kv2, None)[-1:]
             torch.testing.assert_close(node_out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_eagle_decoder_equals_layer() -> None:
+    """The proposer's fused decoding forward computes EagleLayer.attend, causal and with a tree mask."""
+    layer, _, _ = _eagle(3)
+    with torch.no_grad():
+        layer.ln1.mul_(1.5), layer.ln2.add_(0.25)  # norm weights that are not ones must be folded in
+        fast = EagleDecoder(layer)
+        f, e = torch.randn(9, 32), torch.randn(9, 32)
+        kv_ref, kv_fast = layer.new_kv(4), fast.new_kv(4)
+        mask = torch.zeros(2, 9, dtype=torch.bool); mask[:, :7] = True; mask[0, 7] = mask[1, 8] = True
+        for a, b, pos, m in ((0, 6, torch.arange(6), None), (6, 7, torch.tensor([6]), None),
+                             (7, 9, torch.tensor([7, 7]), mask)):
+            ref = layer.attend(f[a:b], e[a:b], pos, kv_ref, m)
+            torch.testing.assert_close(fast.attend(f[a:b], e[a:b], pos, kv_fast, m), ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(kv_fast.k[:, :9], kv_ref.k[:, :9], atol=1e-5, rtol=1e-5)
 
 
 def test_eagle_resynchronises_by_common_prefix() -> None:

@@ -31,9 +31,9 @@ import math
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from .. import packed as P
+from ..heads.eagle_decode import EagleDecoder
 from ..heads.modules import EagleLayer, load_heads
 from ..target import common_prefix
 from ..tree import Draft
@@ -43,27 +43,30 @@ from .base import Context
 class Eagle:
     name = "eagle"
 
-    def __init__(self, layer: EagleLayer, embed: torch.Tensor, lm_head: torch.Tensor, vocab: int | None = None,
+    def __init__(self, layer: EagleLayer, embed: torch.Tensor, lm_head: torch.Tensor | torch.nn.Linear,
+                 vocab: int | None = None,
                  nodes: int = 24, depth: int = 6, beam: int = 2, top_k: int = 2, node_cost: float = 0.09,
                  expand_min: float = 0.3, capacity: int = 1024) -> None:
-        self.layer, self.embed, self.lm_head = layer.eval(), embed, lm_head
-        P.pack_linears(self.layer)  # oneDNN linears inside propose (engine/packed.py)
-        self._head = P.pack_weight(lm_head) if P.available(lm_head) else None
+        self.layer, self.embed = layer.eval(), embed
+        self.decoder = EagleDecoder(self.layer)  # the same function in fewer ops (eagle_decode.py)
+        # the target's own LM head module: its packed copy is shared, and hot after the target's step
+        self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
+        self.lm_head = self._head.weight
         self.vocab = vocab
         self.max_nodes: int | None = None  # a per-request cap (GenerateSpec.k), below ``nodes``
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.expand_min = expand_min
-        self.kv = layer.new_kv(capacity)
+        self.kv = self.decoder.new_kv(capacity)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
 
     @classmethod
     def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, **kw) -> "Eagle":
-        w = target.get_output_embeddings().weight
-        layer = load_heads(folder, w.device, w.dtype)
-        return cls(layer, target.get_input_embeddings().weight, w, vocab, **kw)
+        head = target.get_output_embeddings()
+        layer = load_heads(folder, head.weight.device, head.weight.dtype)
+        return cls(layer, target.get_input_embeddings().weight, head, vocab, **kw)
 
     def _logp(self, feats: torch.Tensor) -> torch.Tensor:
-        logits = P.linear(feats, self._head) if self._head is not None else F.linear(feats, self.lm_head)
+        logits = self._head(feats)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
 
     def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
@@ -74,7 +77,7 @@ class Eagle:
         dev = self.embed.device
         f = hidden[valid:m].to(device=dev, dtype=self.embed.dtype)
         e = self.embed[torch.tensor(tokens[valid + 1:m + 1], device=dev)]
-        out = self.layer.attend(f, e, torch.arange(valid, m, device=dev), self.kv, None)
+        out = self.decoder.attend(f, e, torch.arange(valid, m, device=dev), self.kv, None)
         self.ids = list(tokens)
         return out[-1]
 
@@ -85,13 +88,12 @@ class Eagle:
             return Draft.empty()
         if self.kv.length > len(self.ids):  # an interrupted propose left draft slots: start clean
             self.ids = []
-        with P.packed_scope():
-            root = self._sync(ctx.tokens, ctx.hidden)
-            m = self.kv.length
-            try:
-                tok, par, score = self._grow(root, m, budget)
-            finally:
-                self.kv.length = m  # drop the draft slots
+        root = self._sync(ctx.tokens, ctx.hidden)
+        m = self.kv.length
+        try:
+            tok, par, score = self._grow(root, m, budget)
+        finally:
+            self.kv.length = m  # drop the draft slots
         return self._draft(tok, par, score, budget)
 
     def _grow(self, root: torch.Tensor, m: int, budget: int):
@@ -139,7 +141,7 @@ class Eagle:
             f_in.append(feats[p] if p >= 0 else self._root_feat)
         e = self.embed[torch.tensor([tok[c] for c in expand], device=dev)]
         pos = torch.full((n,), m - 1 + d, device=dev)
-        return self.layer.attend(torch.stack(f_in), e, pos, self.kv, mask)
+        return self.decoder.attend(torch.stack(f_in), e, pos, self.kv, mask)
 
     def _best_size(self, values: list[float]) -> int:
         """The n maximising (1 + sum of the n best values) / (1 + node_cost n): draft confidence
