@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from .. import packed as P
 from ..heads.modules import MedusaHeads, load_heads
@@ -31,7 +32,8 @@ class Medusa:
 
     def __init__(self, heads: MedusaHeads, paths: Sequence[Sequence[int]], vocab: int | None = None) -> None:
         self.heads = heads.eval()
-        P.pack_linears(self.heads)  # oneDNN linears inside propose (engine/packed.py)
+        # decoding reads snapshots of the weights, each linear on its cheaper path (packed.Linear)
+        self._pairs = [(P.Linear(b.weight, b.bias), P.Linear(p.weight)) for b, p in zip(heads.block, heads.proj)]
         self.vocab = vocab
         self.max_nodes: int | None = None
         self.set_paths(paths)
@@ -63,8 +65,8 @@ class Medusa:
             return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
         w = self.heads.proj[0].weight
         deepest = int(self.depth[:n].max()) + 1  # only the heads the (cut) tree reaches
-        with P.packed_scope():
-            logits = self.heads(ctx.hidden[-1].to(device=w.device, dtype=w.dtype), deepest)  # [deepest, V]
+        h = ctx.hidden[-1].to(device=w.device, dtype=w.dtype)
+        logits = torch.stack([proj(h + F.silu(block(h))) for block, proj in self._pairs[:deepest]])  # [deepest, V]
         if self.vocab:
             logits = logits[:, : self.vocab]
         top = logits.topk(self.top, dim=-1).indices.cpu()  # [K, R]

@@ -43,8 +43,8 @@ class HeadsOptions(HeadsData):
     n_heads: int = 4
     top_k_eval: int = 10
     nodes: int = 24
-    node_cost: float = 0.12  # verification cost per tree node / cost of a decoding step (measured, CPU)
-    head_cost: float = 0.03  # cost of one Medusa head (block + d x V projection) / a decoding step
+    node_cost: float = 0.03  # verification cost per tree node / cost of a decoding step (measured, CPU)
+    head_cost: float = 0.065  # cost of one Medusa head (block + d x V projection) / a decoding step
     unroll: int = 2
     w_token: float = 0.5
     ckpt_every: int = 25
