@@ -59,3 +59,28 @@ def test_a_weight_changed_after_packing_falls_back_to_the_current_weight() -> No
     with torch.inference_mode(), P.packed_scope():
         got = layer(x)
     torch.testing.assert_close(got, torch.nn.functional.linear(x, layer.weight, layer.bias))
+
+
+def test_decoding_linear_picks_a_path_per_weight_and_computes_f_linear(monkeypatch) -> None:
+    g = torch.Generator().manual_seed(2)
+    small_w, large_w = torch.randn(64, 32, generator=g), torch.randn(1024, 160, generator=g)
+    bias = torch.randn(1024, generator=g)
+    small, large = P.Linear(small_w), P.Linear(large_w, bias)
+    assert small.packed is None and large.packed is not None  # MKL below P.SMALL elements, oneDNN above
+    for rows in (1, 2, 3):
+        x, y = torch.randn(rows, 32, generator=g), torch.randn(rows, 160, generator=g)
+        torch.testing.assert_close(small(x), torch.nn.functional.linear(x, small_w), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(large(y), torch.nn.functional.linear(y, large_w, bias), rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("SPECDEC_PACKED", "0")
+    assert P.Linear(large_w).packed is None
+
+
+def test_shared_linear_reads_the_modules_packed_copy() -> None:
+    layer = torch.nn.Linear(200, 700, bias=False)
+    assert P.pack_linears(layer) == 1
+    lin = P.Linear.shared(layer)
+    assert lin.packed is layer._specdec_packed  # the same memory the model's own forward reads
+    x = torch.randn(2, 200)
+    with torch.inference_mode():
+        torch.testing.assert_close(lin(x), torch.nn.functional.linear(x, layer.weight), rtol=1e-5, atol=1e-5)
+        assert P.Linear.shared(torch.nn.Linear(8, 4)).packed is None  # never packed, small: plain F.linear
