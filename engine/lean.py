@@ -57,7 +57,7 @@ class LeanLlama:
             wq, wk = a.q_proj.weight, a.k_proj.weight
             # the RMSNorm weights are folded into the columns of the linear that follows each norm;
             # q, k, rotate_half(q), rotate_half(k), v in one linear: RoPE is qk * cos + qk_half * sin
-            wqkv = torch.cat([wq, wk, _rotate_rows(wq, H, hd), _rotate_rows(wk, KV, hd), a.v_proj.weight])
+            wqkv = torch.cat([wq, wk, rotate_rows(wq, H, hd), rotate_rows(wk, KV, hd), a.v_proj.weight])
             wgu = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
             self.layers.append((wqkv * layer.input_layernorm.weight, a.o_proj.weight,
                                 wgu * layer.post_attention_layernorm.weight, mlp.down_proj.weight))
@@ -118,7 +118,8 @@ class LeanLlama:
         return self.head(F.rms_norm(x[-1], n, None, self.eps))
 
 
-def _rotate_rows(w: torch.Tensor, heads: int, hd: int) -> torch.Tensor:
-    """Rows of W such that x @ result.T == rotate_half(x @ W.T) per head (-second half, first half)."""
-    w = w.view(heads, hd, -1)
+def rotate_rows(w: torch.Tensor, heads: int, hd: int) -> torch.Tensor:
+    """Rows of W' with x W'^T == rotate_half(x W^T) per head (minus second half, first half):
+    rotary embeddings then fold into the projection (also used by heads/eagle_decode.py)."""
+    w = w.reshape(heads, hd, -1)
     return torch.cat([-w[:, hd // 2:], w[:, : hd // 2]], dim=1).reshape(heads * hd, -1)

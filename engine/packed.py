@@ -20,8 +20,8 @@ Contract:
   than ``MAX_PARAMS`` linear weights are left alone (the copy would double their memory).
   Inference only (no autograd).
 - ``packed_scope()`` is re-entrant and per thread.
-- ``Linear(W, b)`` is the proposers' decoding linear (lean draft, Medusa, EAGLE): a snapshot of
-  the weight whose path is chosen once by size, oneDNN packed for large weights and MKL's
+- ``Linear(W, b)`` is the proposers' decoding linear (lean draft, Medusa, EAGLE): the weight with
+  its path chosen once by size, oneDNN packed for large weights and MKL's
   ``F.linear`` for small ones, where oneDNN's fixed cost (about 13 us a call) dominates.
   ``Linear.shared(module)`` reuses a module's packed copy (EAGLE reads the target's own LM head).
 - Why cache residency matters here: the target's packed weights (30 MB) about fill this CPU's
@@ -65,23 +65,25 @@ class Linear:
     """``y = x W^T (+ b)`` for decoding, with the path chosen once per weight: oneDNN packed for
     large weights, ``F.linear`` for small ones (measured with 2 threads, 1 / 2 / 3 rows: a 128 x 128
     weight costs 2.4 / 6.6 / 7.2 us through F.linear against 14-15 us packed; 1728 x 320 costs
-    31 / 92 / ~130 us against 25 / 27 / 27 us packed), or ``F.linear`` wherever packing is unavailable."""
+    31 / 92 / ~130 us against 25 / 27 / 27 us packed), or ``F.linear`` wherever packing is unavailable.
+    Weights are used as given: the ``F.linear`` path shares the caller's tensor, a packed weight is
+    a copy made here. Build it from final weights (the engine never changes weights after load)."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                 packed: torch.Tensor | None = None) -> None:
         self.weight, self.bias = weight.detach(), None if bias is None else bias.detach()
-        self.packed = pack_weight(self.weight) if weight.numel() > SMALL and available(weight) else None
+        if packed is None and weight.numel() > SMALL and available(weight):
+            packed = pack_weight(self.weight)
+        self.packed = packed
 
     @classmethod
     def shared(cls, module: torch.nn.Linear) -> "Linear":
-        """The module's weight, reusing the packed copy ``pack_linears`` gave it, if any: a proposer
-        that reads the target's LM head then reads the very memory the target just read (hot in
-        cache) instead of a second copy."""
-        lin = cls.__new__(cls)
-        lin.weight, lin.bias = module.weight.detach(), None if module.bias is None else module.bias.detach()
-        packed = getattr(module, "_specdec_packed", None)
-        lin.packed = packed if packed is not None else (
-            pack_weight(lin.weight) if lin.weight.numel() > SMALL and available(lin.weight) else None)
-        return lin
+        """The module's weight, reusing the packed copy ``pack_linears`` gave it while that copy is
+        current (same checks as the module's own forward): a proposer that reads the target's LM
+        head then reads the very memory the target just read, hot in cache, not a second copy."""
+        w, packed = module.weight, getattr(module, "_specdec_packed", None)
+        current = packed is not None and _version(w) == module._specdec_version and available(w)
+        return cls(w, module.bias, packed if current else None)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:

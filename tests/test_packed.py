@@ -84,3 +84,15 @@ def test_shared_linear_reads_the_modules_packed_copy() -> None:
     with torch.inference_mode():
         torch.testing.assert_close(lin(x), torch.nn.functional.linear(x, layer.weight), rtol=1e-5, atol=1e-5)
         assert P.Linear.shared(torch.nn.Linear(8, 4)).packed is None  # never packed, small: plain F.linear
+
+
+def test_shared_linear_ignores_a_stale_packed_copy() -> None:
+    layer = torch.nn.Linear(200, 700, bias=False)
+    P.pack_linears(layer)
+    with torch.no_grad():
+        layer.weight.mul_(2.0)  # in place after packing: the module's copy is stale
+    lin = P.Linear.shared(layer)
+    assert lin.packed is not layer._specdec_packed
+    x = torch.randn(2, 200)
+    with torch.inference_mode():
+        torch.testing.assert_close(lin(x), torch.nn.functional.linear(x, layer.weight), rtol=1e-5, atol=1e-5)

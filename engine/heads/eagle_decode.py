@@ -12,8 +12,8 @@ costs about 0.35 ms, most of it outside the matmuls). This class computes the sa
   slower math path);
 - each linear through ``packed.Linear``, which picks oneDNN packed or MKL per weight size.
 
-Contract: ``EagleDecoder(layer)`` snapshots the layer's weights (later changes to the module are
-not seen); ``attend(f, e, pos, kv, mask)`` and ``new_kv(capacity)`` behave as ``EagleLayer``'s
+Contract: ``EagleDecoder(layer)`` is built from the trained layer's final weights (the fused
+ones are copies, the others shared, so change the module before building, never after); ``attend(f, e, pos, kv, mask)`` and ``new_kv(capacity)`` behave as ``EagleLayer``'s
 (same KV layout), equal to float tolerance (tests/test_heads.py).
 """
 from __future__ import annotations
@@ -22,13 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import packed as P
+from ..lean import rotate_rows
 from .modules import KV, EagleLayer, rope_table
-
-
-def _rotate_rows(w: torch.Tensor, heads: int, hd: int) -> torch.Tensor:
-    """Rows of W' with x W'^T == rotate_half(x W^T) per head (minus second half, first half)."""
-    w = w.reshape(heads, hd, -1)
-    return torch.cat([-w[:, hd // 2:], w[:, : hd // 2]], dim=1).reshape(heads * hd, -1)
 
 
 class EagleDecoder:
@@ -37,7 +32,7 @@ class EagleDecoder:
         self.heads, self.hd, self.eps, self.theta = layer.heads, layer.hd, layer.eps, layer.theta
         hidden = self.heads * self.hd
         wq, wk, wv = layer.qkv.weight.detach().split(hidden)
-        qkv = torch.cat([wq, wk, _rotate_rows(wq, self.heads, self.hd), _rotate_rows(wk, self.heads, self.hd), wv])
+        qkv = torch.cat([wq, wk, rotate_rows(wq, self.heads, self.hd), rotate_rows(wk, self.heads, self.hd), wv])
         self.fc = P.Linear(layer.fc.weight, layer.fc.bias)
         self.qkv = P.Linear(qkv * layer.ln1.detach())
         self.o = P.Linear(layer.o.weight)

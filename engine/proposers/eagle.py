@@ -1,7 +1,8 @@
 """EAGLE: draft at the feature level with one trained layer, grow a dynamic tree (Li et al., 2024).
 
 Contract: ``Eagle(layer, embed, lm_head, vocab)`` holds the trained ``EagleLayer`` and the
-target's own (frozen) input embedding and LM head weights. It keeps a KV cache of its layer over
+target's own (frozen) input embedding and LM head (its ``nn.Linear``, whose packed copy is then
+shared with the target, or a weight tensor). It keeps a KV cache of its layer over
 the pairs (f_j, x_{j+1}) of the committed text, f_j being the target's last hidden state at
 position j (``ctx.hidden``), resynchronised by longest common prefix on every call (no commit or
 rollback hooks). ``propose(ctx)``:
@@ -13,8 +14,8 @@ rollback hooks). ``propose(ctx)``:
    are fed through the layer together (tree attention mask: real context, their ancestors,
    themselves; position = t + depth) and each proposes its ``top_k`` most likely children, for
    ``depth`` levels or until the best frontier value is below ``max(node_cost, expand_min)``:
-   each level costs a layer forward plus the LM head over the beam (about 0.15 of a target
-   forward here), worth it only for nodes likely to be accepted (``expand_min`` 0.3 ~ that cost
+   each level costs a layer forward plus the LM head over the beam (about 0.2 of a target
+   forward inside decoding here), worth it only for nodes likely to be accepted (``expand_min`` 0.3 ~ that cost
    times the speedup a step already makes);
 3. the ``nodes`` most valuable nodes overall (never a child without its parent), cut to the
    prefix that maximises the predicted speedup (1 + sum of values) / (1 + node_cost n), form the

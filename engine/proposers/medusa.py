@@ -8,8 +8,8 @@ token (``ctx.hidden[-1]``), takes each head's top-R tokens, and returns the tree
 ``(r_1, ..., r_d)`` holding head d's rank-r_d token, cut to the first ``budget`` nodes in tree
 order (depth, then rank: still a valid tree). The draft is deterministic (q = None), so the
 shared verifier accepts exactly and the output is the target's distribution at every
-temperature; the tokens never depend on the verifier's random numbers. Decoding reads a snapshot
-of the heads' weights taken at construction (``packed.Linear``); train first, then build.
+temperature; the tokens never depend on the verifier's random numbers. Decoding reads the heads'
+weights through ``packed.Linear`` built at construction (packed ones are copies): train first, then build.
 """
 from __future__ import annotations
 
