@@ -10,7 +10,8 @@ Contract
   ``fc(cat(f_j, e_{j+1}))`` of the target feature f_j at position j and the embedding of token
   x_{j+1}; its output is the predicted feature f_{j+1}, read out by the target's own (frozen) LM
   head (Li et al., 2024). ``forward(f, e)`` is the training path (causal over a window);
-  ``attend(f, e, pos, kv, mask)`` the decoding path (writes keys/values into ``kv`` slots).
+  ``attend(f, e, pos, kv, mask)`` the reference decoding path (writes keys/values into ``kv``
+  slots); the engine drafts through ``eagle_decode.EagleDecoder``, tested equal to it.
 - ``save_heads(module, folder, card)`` / ``load_heads(folder, device, dtype)``: fp16 safetensors
   ``model.safetensors``, ``config.json`` (kind + shape), ``card.json`` and ``README.md``.
 """
@@ -46,11 +47,10 @@ class MedusaHeads(nn.Module):
             for p in self.proj:
                 p.weight.copy_(weight)
 
-    def forward(self, h: torch.Tensor, n: int | None = None) -> torch.Tensor:
-        """Logits of the first ``n`` heads (all by default), stacked on dim -2. Decoding asks only
-        for the heads its tree reaches: each head's d x V projection is most of its cost."""
-        pairs = list(zip(self.block, self.proj))[: n or len(self.proj)]
-        return torch.stack([p(h + F.silu(b(h))) for b, p in pairs], dim=-2)
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits of every head, stacked on dim -2 (training; decoding runs the same math through
+        ``packed.Linear`` in ``proposers/medusa.py``, only for the heads its tree reaches)."""
+        return torch.stack([p(h + F.silu(b(h))) for b, p in zip(self.block, self.proj)], dim=-2)
 
 
 def rope_table(d: int, theta: float, n: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,12 +60,10 @@ def rope_table(d: int, theta: float, n: int, device=None) -> tuple[torch.Tensor,
     return torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
 
 
-def rope(x: torch.Tensor, pos: torch.Tensor, theta: float,
-         table: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """Rotary embedding of x [..., T, d] at integer positions pos [T]; ``table`` (from
-    ``rope_table``, covering every position in ``pos``) saves recomputing the angles."""
+def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embedding of x [..., T, d] at integer positions pos [T] (the Llama convention)."""
     d = x.shape[-1]
-    cos, sin = table if table is not None else rope_table(d, theta, int(pos.max()) + 1, x.device)
+    cos, sin = rope_table(d, theta, int(pos.max()) + 1, x.device)
     cos, sin = cos[pos].to(x.dtype), sin[pos].to(x.dtype)
     half = d // 2
     return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
@@ -102,21 +100,11 @@ class EagleLayer(nn.Module):
         self.gate_up = nn.Linear(hidden, 2 * ffn, bias=False)
         self.down = nn.Linear(ffn, hidden, bias=False)
 
-    def _table(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The rotary table, grown (doubling) to cover ``pos``; a cache, not a parameter."""
-        need = int(pos.max()) + 1
-        table = getattr(self, "_rope", None)
-        if table is None or table[0].shape[0] < need or table[0].device != pos.device:
-            self._rope = rope_table(self.hd, self.theta, max(need, 2 * (0 if table is None else table[0].shape[0]), 256),
-                                    pos.device)
-        return self._rope
-
     def _qkv(self, x: torch.Tensor, pos: torch.Tensor):
         h = F.rms_norm(x, (x.shape[-1],), self.ln1, self.eps)
         q, k, v = self.qkv(h).unflatten(-1, (3, self.heads, self.hd)).unbind(-3)  # [..., T, heads, hd]
         q, k, v = (t.transpose(-3, -2) for t in (q, k, v))  # [..., heads, T, hd]
-        table = self._table(pos)
-        return rope(q, pos, self.theta, table), rope(k, pos, self.theta, table), v
+        return rope(q, pos, self.theta), rope(k, pos, self.theta), v
 
     def _out(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         x = x + self.o(att.transpose(-3, -2).flatten(-2))

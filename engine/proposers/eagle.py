@@ -52,7 +52,6 @@ class Eagle:
         self.decoder = EagleDecoder(self.layer)  # the same function in fewer ops (eagle_decode.py)
         # the target's own LM head module: its packed copy is shared, and hot after the target's step
         self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
-        self.lm_head = self._head.weight
         self.vocab = vocab
         self.max_nodes: int | None = None  # a per-request cap (GenerateSpec.k), below ``nodes``
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
