@@ -2,7 +2,9 @@
 
 Contract: every subcommand imports its heavy dependencies lazily (``specdec --help`` loads no
 model and no torch); bad settings and unusable model folders end with a one-line error and exit
-status 2, never a traceback from deep inside torch.
+status 2, never a traceback from deep inside torch. Method names and descriptions come from the
+registry (``engine/methods.py``), shared flags and engine loading from ``app/args.py``; the
+benchmark, sweep and training subcommands live in ``tools/``.
 """
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from engine.config import METHODS  # plain data, no torch
+from engine.methods import NAMES, describe
+
+from .args import add_model_args, add_sampling_args, load_engine
 
 EPILOG = """examples:
   specdec generate "def fibonacci(n):" --method draft --k auto
@@ -22,48 +26,16 @@ EPILOG = """examples:
 """
 
 
-def _k(value: str):
-    if value == "auto":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"k must be an integer or 'auto', got {value!r}") from None
-
-
-def add_model_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("models")
-    g.add_argument("--target", type=Path, default=None, help="target model folder (default: the shipped assets/target)")
-    g.add_argument("--draft", type=Path, default=None, help="draft model folder (default: the shipped assets/draft)")
-    g.add_argument("--no-draft", action="store_true", help="load no draft model (method draft unavailable)")
-    g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    g.add_argument("--dtype", default="auto", help="float32, float64, bfloat16, float16 or auto (fp32 on CPU, bf16 on CUDA)")
-
-
-def add_sampling_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("sampling (applied identically to p and q)")
-    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
-    g.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (1 = off)")
-    g.add_argument("--seed", type=int, default=None, help="seed for reproducible sampling")
-
-
-def load_engine(args: argparse.Namespace):
-    from engine.loading import DEFAULT_DRAFT, DEFAULT_TARGET
-    from engine.session import Engine
-    draft = None if args.no_draft else (args.draft or DEFAULT_DRAFT)
-    return Engine.load(args.target or DEFAULT_TARGET, draft, device=args.device, dtype=args.dtype)
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
-    from app.render import ansi_piece, legend, stats_line
-    from engine.config import ConfigError, GenerateSpec, SamplingParams
+    from engine.config import ConfigError, GenerateSpec, SamplingParams, parse_k
+
+    from .render import ansi_piece, legend, stats_line
     prompt = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else args.prompt
     if prompt is None:
         raise SystemExit("specdec generate: give a PROMPT or --prompt-file")
     if not prompt:
         raise ConfigError("the prompt is empty")
-    spec = GenerateSpec(method=args.method, k=args.k, max_new_tokens=args.max_new_tokens, confidence=args.confidence,
+    spec = GenerateSpec(method=args.method, k=parse_k(args.k), max_new_tokens=args.max_new_tokens, confidence=args.confidence,
                         sampling=SamplingParams(args.temperature, args.top_k, args.top_p, args.seed))
     engine = load_engine(args)
     if args.json:
@@ -88,20 +60,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from engine.bench import main as bench_main
+    from tools.bench import main as bench_main
+
     return bench_main(args)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     if args.what in ("medusa", "eagle"):
-        from engine.training.heads_train import HeadsOptions, train_eagle, train_medusa
+        from tools.training.heads_train import HeadsOptions, train_eagle, train_medusa
         opt = HeadsOptions(out=args.out, work=args.work, cache=args.cache, target=args.target or args.out / "target",
                            steps=args.steps or 3000, batch=args.batch, nodes=args.nodes, n_heads=args.n_heads,
                            node_cost=args.node_cost, head_cost=args.head_cost, lr=args.lr, corpus_windows=args.corpus_windows,
                            greedy_windows=args.greedy_windows)
         (train_medusa if args.what == "medusa" else train_eagle)(opt)
         return 0
-    from engine.training.run import TrainOptions, train_all
+    from tools.training.run import TrainOptions, train_all
     opt = TrainOptions(out=args.out, work=args.work, steps=args.steps or 2600, distill_steps=args.distill_steps,
                        greedy_steps=args.greedy_steps,
                        compile=not args.no_compile, vocab_size=args.vocab_size)
@@ -127,14 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
                                             "rejection sampling keeps the output distribution the target's.",
                                 epilog=EPILOG)
     sub = p.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("generate", help="generate text, each token coloured by its fate")
+    g = sub.add_parser("generate", help="generate text, each token coloured by its fate",
+                       formatter_class=argparse.RawTextHelpFormatter)
     g.add_argument("prompt", nargs="?", help="the prompt text")
     g.add_argument("--prompt-file", help="read the prompt from a file")
-    g.add_argument("--method", default="draft", choices=list(METHODS),
-                   help="none = plain decoding; draft = draft-model speculation; lookup = prompt lookup; "
-                        "medusa = Medusa heads and their candidate tree; eagle = EAGLE feature-level draft "
-                        "with a dynamic tree (medusa and eagle need assets/medusa, assets/eagle)")
-    g.add_argument("--k", type=_k, default="auto",
+    g.add_argument("--method", default="draft", choices=list(NAMES),
+                   help="the drafting method (medusa and eagle need their head folders next to the target):\n"
+                        + describe())
+    g.add_argument("--k", default="auto",
                    help="draft tokens per step, 1-16, or auto (adaptive); medusa/eagle: most tree nodes "
                         "per step (auto = the trained tree / budget)")
     g.add_argument("--max-new-tokens", type=int, default=128)
@@ -146,8 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_sampling_args(g)
     add_model_args(g)
     g.set_defaults(func=cmd_generate)
-    from engine.bench_args import add_bench_parser
-    add_bench_parser(sub, add_model_args).set_defaults(func=cmd_bench)
+    from tools.bench_args import add_bench_parser
+    add_bench_parser(sub).set_defaults(func=cmd_bench)
     t = sub.add_parser("train", help="re-train the shipped models or draft heads (resumable)",
                        description="Re-train the shipped models (tokenizer, target, draft) or the draft heads "
                                    "(Medusa, EAGLE) on the frozen target. Every stage is resumable.",
@@ -182,37 +155,30 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--nodes", type=int, default=24, help="medusa: node budget of the candidate tree (default 24)")
     h.add_argument("--node-cost", type=float, default=0.03,
                    help="medusa: extra verification cost of one more tree node relative to a decoding step "
-                        "(default 0.03, measured on this CPU; 0 = nodes are free)")
+                        "(default 0.03; measure yours as docs/heads.md shows; 0 = nodes are free)")
     h.add_argument("--head-cost", type=float, default=0.065,
-                   help="medusa: cost of computing one more head relative to a decoding step (default 0.065, "
-                        "measured on this CPU inside decoding, where its vocabulary projection is cold in cache). The tree is cut where the predicted speedup "
-                        "(1 + E[accepted]) / (1 + node cost x nodes + head cost x depth) peaks; both 0 = "
-                        "always use the whole --nodes budget")
+                   help="medusa: cost of computing one more head relative to a decoding step (default "
+                        "0.065). The tree is cut where the predicted speedup (1 + E[accepted]) / (1 + node "
+                        "cost x nodes + head cost x depth) peaks; both 0 = always use the whole --nodes budget")
     t.set_defaults(func=cmd_train)
     for name, module, help_text in FRONT_ENDS:
         _add_front_end(sub, name, module, help_text)
     return p
 
 
-# Front ends, each in its own module with ``add_arguments(parser)`` and ``run(args) -> int``. Those
+# Subcommands in modules of their own with ``add_arguments(parser)`` and ``run(args) -> int``. Those
 # modules import nothing heavy at module level (gradio, websockets, pygls and torch load inside
-# ``run``), so ``specdec --help`` stays fast. A module that is not there yet is simply not offered.
+# ``run``), so ``specdec --help`` stays fast.
 FRONT_ENDS: list[tuple[str, str, str]] = [
     ("demo", "app.demo_cli", "the browser demo: live token fates, acceptance plots, race, theory"),
     ("serve", "app.serve_cli", "the WebSocket streaming server (token fates over a documented protocol)"),
-    ("lsp", "lsp.cli", "the language server: speculative code completion for editors"),
-    ("sweep", "app.sweep_cli", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
+    ("lsp", "app.lsp_cli", "the language server: speculative code completion for editors"),
+    ("sweep", "tools.sweep_cli", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
 ]
 
 
 def _add_front_end(sub, name: str, module: str, help_text: str) -> None:
     import importlib
-    import importlib.util
-    try:
-        if importlib.util.find_spec(module) is None:
-            return
-    except ModuleNotFoundError:
-        return
     mod = importlib.import_module(module)
     fp = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0],
                         formatter_class=argparse.RawDescriptionHelpFormatter)

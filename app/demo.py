@@ -1,11 +1,12 @@
 """Layout of the browser demo (Gradio): Generate, Race and Teach views over one shared engine.
 
-Contract: ``build_demo(engine) -> gr.Blocks`` builds the page and wires the handlers; it loads
-nothing (the caller passes a loaded Engine). ``launch_demo(engine, host, port, **kw)`` queues and
-launches it. Per-user state lives in ``gr.State(DemoSession())``; every event that touches the engine
-(Generate, Race and the ``/generate`` API) shares the concurrency group "engine" with a limit of 1,
-so requests wait in gradio's queue and never interleave inside the engine. Stop is unqueued: it
-sets the session's stop event, and the worker that pulls the stream closes it between steps.
+Contract: ``build_demo(backend) -> gr.Blocks`` builds the page and wires the handlers; it loads
+nothing (the caller passes an ``engine.backend.Backend``, e.g. ``LocalBackend(engine)``).
+``launch_demo(backend, host, port, **kw)`` queues and launches it. Per-user state lives in
+``gr.State(DemoSession())``; every event that decodes (Generate, Race and the ``/generate`` API)
+shares the concurrency group "engine" with a limit of 1 (a backend of one engine decodes one
+request at a time, and a race must not share it). Stop is unqueued: it sets the session's stop
+event, and the run cancels its request, which the backend ends between steps.
 """
 from __future__ import annotations
 
@@ -16,15 +17,13 @@ import gradio as gr
 
 from engine.config import K_MAX
 from engine.loading import ASSETS
+from engine.methods import GENERATE_ORDER, METHODS, preferred
 
 from . import demo_render as R
 from .demo_handlers import Handlers
 from .demo_teach import PROOF_MD
 from .demo_runs import DemoSession
 
-METHOD_HELP = {"none": "plain decoding (the baseline)", "draft": "a small draft model proposes k tokens",
-               "lookup": "copy the tokens that followed the last n-gram in the context",
-               "medusa": "extra heads on the target propose a tree", "eagle": "a feature-level draft head"}
 INTRO = """# specdec: exact speculative decoding, live
 A small **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass;
 rejection sampling keeps the output distributed exactly as the target's. Every token below arrives with its fate
@@ -47,17 +46,17 @@ def example_prompts() -> list[tuple[str, str]]:
     return [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
 
 
-def _settings(engine) -> dict[str, gr.components.Component]:
-    methods = list(engine.methods)
+def _settings(backend) -> dict[str, gr.components.Component]:
+    methods = list(backend.methods)
     with gr.Row():
-        method = gr.Dropdown([(f"{m}: {METHOD_HELP.get(m, m)}", m) for m in methods], label="method", elem_id="sd-method",
-                             value="draft" if "draft" in methods else methods[0], scale=3)
+        method = gr.Dropdown([(f"{m}: {METHODS[m].description}", m) for m in methods], label="method",
+                             elem_id="sd-method", value=preferred(methods, GENERATE_ORDER), scale=3)
         k = gr.Dropdown(["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k (draft tokens per step)",
                         scale=1)
         temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2,
                                 elem_id="sd-temperature")
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)", scale=2)
-        max_new = gr.Slider(1, engine.context, value=96, step=1, label="max new tokens", scale=2,
+        max_new = gr.Slider(1, backend.limits.context, value=96, step=1, label="max new tokens", scale=2,
                             elem_id="sd-max-new")
         seed = gr.Number(value=0, precision=0, label="seed", scale=1)
     return {"method": method, "k": k, "temperature": temperature, "top_p": top_p, "max_new": max_new, "seed": seed}
@@ -137,8 +136,8 @@ def _teach_tab(h: Handlers, session) -> tuple:
     return (a, k, c, figure, numbers)
 
 
-def build_demo(engine) -> gr.Blocks:
-    h = Handlers(engine)
+def build_demo(backend) -> gr.Blocks:
+    h = Handlers(backend)
     with gr.Blocks(title="specdec demo") as demo:
         session = gr.State(DemoSession())
         gr.Markdown(INTRO)
@@ -146,7 +145,7 @@ def build_demo(engine) -> gr.Blocks:
         prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
         gr.Examples([[p] for _, p in examples], inputs=[prompt], example_labels=[name for name, _ in examples],
                     examples_per_page=10, label="example prompts (the shipped code set)")
-        settings = _settings(engine)
+        settings = _settings(backend)
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):
                 _generate_tab(h, prompt, settings, session)
@@ -160,9 +159,9 @@ def build_demo(engine) -> gr.Blocks:
     return demo
 
 
-def launch_demo(engine, host: str = "127.0.0.1", port: int | None = 7860, **kwargs):
+def launch_demo(backend, host: str = "127.0.0.1", port: int | None = 7860, **kwargs):
     """Queue and launch; returns what ``Blocks.launch`` returns (app, local url, share url)."""
-    demo = build_demo(engine)
+    demo = build_demo(backend)
     demo.queue(default_concurrency_limit=1, max_size=64)
     kwargs.setdefault("ssr_mode", False)
     return demo, demo.launch(server_name=host, server_port=port, **kwargs)

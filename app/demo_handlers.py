@@ -1,8 +1,9 @@
 """Event handlers of the demo: thin functions from widget values to rendered outputs.
 
-Contract: ``Handlers(engine)`` holds the one process-wide engine and nothing per user; every
-per-user value arrives as an argument (the session's ``DemoSession`` from ``gr.State``). Each
-engine run goes through ``StreamPump`` (one worker thread, closed on Stop or cancel). Bad settings
+Contract: ``Handlers(backend)`` holds the one process-wide ``engine.backend.Backend`` and nothing
+per user; every per-user value arrives as an argument (the session's ``DemoSession`` from
+``gr.State``). Each run is one request to the backend (``demo_runs.Run``: cancelled on Stop or
+when gradio closes the handler). Bad settings
 raise ``gr.Error`` with the engine's ConfigError message, so the page shows it and the server
 keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_payload`` dicts.
 """
@@ -19,7 +20,7 @@ from engine.config import ConfigError, GenerateSpec, SamplingParams
 
 from . import demo_render as R
 from . import demo_teach as T
-from .demo_runs import DemoSession, RunRecord, StreamPump, check_prompt, make_spec, run_to_end
+from .demo_runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
 
 
 def _page_error(e: Exception) -> gr.Error:
@@ -27,8 +28,8 @@ def _page_error(e: Exception) -> gr.Error:
 
 
 class Handlers:
-    def __init__(self, engine) -> None:
-        self.engine = engine
+    def __init__(self, backend) -> None:
+        self.backend = backend
 
     # -- Generate ------------------------------------------------------------------------------
     def _views(self, t: R.Transcript, status: str) -> tuple:
@@ -38,16 +39,16 @@ class Handlers:
     def generate(self, prompt: str, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
                  seed: Any, session: DemoSession) -> Iterator[tuple]:
         try:
-            spec = make_spec(self.engine, method, k, temperature, top_p, max_new_tokens, seed)
+            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise _page_error(e) from None
         session.stop.clear()
         t = R.Transcript(prompt=prompt)
         yield self._views(t, f"running {method} ...")
-        pump = StreamPump(self.engine, prompt, spec, session.stop)
+        run = Run(self.backend, prompt, spec, session.stop)
         try:
-            for batch in pump.batches():
+            for batch in run.batches():
                 t.extend(batch)
                 yield self._views(t, f"running {method}: step {t.steps[-1].step}")
         except ConfigError as e:
@@ -55,7 +56,7 @@ class Handlers:
         s = t.stats
         session.runs.append(RunRecord(method, str(spec.k), s.alpha if s else None, s.tau if s else None,
                                       s.tokens_per_s if s else None, c=R.cost_ratio(t)))
-        end = "stopped by you" if pump.stopped_early else f"done ({t.stop})"
+        end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
         yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens")
 
     def stop(self, session: DemoSession) -> None:
@@ -68,13 +69,13 @@ class Handlers:
         "position", "p", "q"}], "text", "tokens", "stats", "step", "stop", "done"} with all pieces so
         far; the last one has done = true."""
         try:
-            spec = make_spec(self.engine, method, k, temperature, top_p, max_new_tokens, seed)
+            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except (ConfigError, TypeError) as e:
             raise gr.Error(str(e)) from None
         t = R.Transcript(prompt=prompt)
         try:
-            for batch in StreamPump(self.engine, prompt, spec).batches():
+            for batch in Run(self.backend, prompt, spec).batches():
                 t.extend(batch)
                 yield R.api_payload(t, done=False)
         except ConfigError as e:
@@ -85,7 +86,7 @@ class Handlers:
     def race(self, prompt: str, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
              seed: Any, repeats: Any, session: DemoSession) -> Iterator[tuple[str, str, str]]:
         try:
-            spec = make_spec(self.engine, method, k, temperature, top_p, max_new_tokens, seed)
+            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise _page_error(e) from None
@@ -98,7 +99,7 @@ class Handlers:
         repeats = max(1, min(5, int(repeats or 1)))
         yield (*self._race_cols(last, walls, label), "warming up ...")
         for sp in (base, spec):  # untimed: first calls pay for allocations the timed runs should not
-            run_to_end(self.engine, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
+            run_to_end(self.backend, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
         for r in range(repeats):  # interleaved: baseline, method, baseline, method, ...
             for name, sp in (("none", base), (label, spec)):
                 if session.stop.is_set():
@@ -106,7 +107,7 @@ class Handlers:
                 yield (*self._race_cols(last, walls, label), f"run {r + 1}/{repeats}: {name} ...")
                 t0 = time.perf_counter()
                 try:
-                    events = run_to_end(self.engine, prompt, sp, session.stop)
+                    events = run_to_end(self.backend, prompt, sp, session.stop)
                 except ConfigError as e:
                     raise _page_error(e) from None
                 walls[name].append(time.perf_counter() - t0)

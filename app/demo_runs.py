@@ -1,30 +1,27 @@
-"""Running the engine for the demo: validated settings, a one-thread stream pump, per-session state.
+"""Running requests for the demo: validated settings, batched streaming from a backend, per-session state.
 
 Contract:
-- ``make_spec(engine, method, k, temperature, top_p, max_new_tokens, seed)`` returns a
+- ``make_spec(backend, method, k, temperature, top_p, max_new_tokens, seed)`` returns a
   ``GenerateSpec`` or raises ``ConfigError`` with a message fit for the page (ranges checked
-  against this engine: its methods, its context window).
-- ``StreamPump(engine, prompt, spec, stop).batches()`` consumes ``engine.stream`` in ONE worker
-  thread and yields lists of the events that arrived since the last pull (so a slow page never
-  lags behind the engine). It stops pulling between steps and closes the generator in that same
-  worker thread when the session's ``stop`` event is set, when the consumer closes ``batches()``
-  (a cancelled or disconnected request), or when nobody has pulled for ``idle_s`` seconds. The
-  engine lock is therefore always released. Engine errors are re-raised in the consumer.
+  against this backend: its methods, its context window).
+- ``Run(backend, prompt, spec, stop).batches()`` submits one request and yields lists of the events
+  that arrived since the last pull, at most one list per ``min_interval_s`` (so a slow page never
+  lags behind the engine). When the session's ``stop`` event is set, or the consumer closes
+  ``batches()`` (a cancelled or disconnected request), it cancels the request: the backend ends it
+  between steps (also while it still waits in the queue). Errors are re-raised in the consumer.
 - ``DemoSession`` is one browser session's state (its stop event and its measured runs); gradio
   makes one per session through ``gr.State(DemoSession)``; nothing here is shared between users.
 """
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
-from engine.config import K_MAX, ConfigError, GenerateSpec, SamplingParams
+from engine.backend import Request
+from engine.config import ConfigError, GenerateSpec, SamplingParams, parse_k
 from engine.events import StepEvent
-
-_DONE = object()
 
 
 @dataclass
@@ -53,36 +50,23 @@ class DemoSession:
         return DemoSession(self.runs)
 
 
-def _to_k(k: Any) -> int | str:
-    if isinstance(k, str):
-        k = k.strip()
-        if k == "auto":
-            return k
-        try:
-            return int(k)
-        except ValueError:
-            raise ConfigError(f"k must be 'auto' or an integer in [1, {K_MAX}], got {k!r}") from None
-    if isinstance(k, float) and k.is_integer():
-        return int(k)
-    return k
-
-
 def _to_int(x: Any) -> Any:
     return int(x) if isinstance(x, float) and x.is_integer() else x  # gr.Number sends floats
 
 
-def make_spec(engine, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
+def make_spec(backend, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
               seed: Any) -> GenerateSpec:
-    if method not in engine.methods:
-        raise ConfigError(f"method {method!r} is not available here; choose one of: {', '.join(engine.methods)}")
+    if method not in backend.methods:
+        raise ConfigError(f"method {method!r} is not available here; choose one of: {', '.join(backend.methods)}")
     max_new_tokens = _to_int(max_new_tokens)
+    context = backend.limits.context
     if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool) \
-            and not 1 <= max_new_tokens <= engine.context:
-        raise ConfigError(f"max_new_tokens must be in [1, {engine.context}] (the model's context window), "
+            and not 1 <= max_new_tokens <= context:
+        raise ConfigError(f"max_new_tokens must be in [1, {context}] (the model's context window), "
                           f"got {max_new_tokens}")
     seed = None if seed is None or seed == "" else _to_int(seed)
     sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed)
-    return GenerateSpec(method=method, k=_to_k(k), max_new_tokens=max_new_tokens, sampling=sampling)
+    return GenerateSpec(method=method, k=parse_k(k), max_new_tokens=max_new_tokens, sampling=sampling)
 
 
 def check_prompt(prompt: Any) -> str:
@@ -91,70 +75,41 @@ def check_prompt(prompt: Any) -> str:
     return prompt
 
 
-class StreamPump:
-    """engine.stream(prompt, spec) in one worker thread; see the module docstring."""
+class Run:
+    """One request through the backend, streamed in batches; see the module docstring."""
 
-    def __init__(self, engine, prompt: str, spec: GenerateSpec, stop: threading.Event | None = None,
-                 min_interval_s: float = 0.04, idle_s: float = 30.0) -> None:
-        self.engine, self.prompt, self.spec = engine, prompt, spec
+    def __init__(self, backend, prompt: str, spec: GenerateSpec, stop: threading.Event | None = None,
+                 min_interval_s: float = 0.04, poll_s: float = 0.05) -> None:
+        self.backend, self.prompt, self.spec = backend, prompt, spec
         self.stop = stop or threading.Event()
-        self.min_interval_s, self.idle_s = min_interval_s, idle_s
-        self._halt = threading.Event()
-        self._queue: queue.Queue = queue.Queue()
-        self._last_pull = time.monotonic()
+        self.min_interval_s, self.poll_s = min_interval_s, poll_s
         self.stopped_early = False
 
-    def _halted(self) -> bool:
-        return self.stop.is_set() or self._halt.is_set() or time.monotonic() - self._last_pull > self.idle_s
-
-    def _work(self) -> None:
-        gen = None
-        try:
-            gen = self.engine.stream(self.prompt, self.spec)
-            for ev in gen:
-                self._queue.put(ev)
-                if ev.stop is None and self._halted():
-                    self.stopped_early = True
-                    break
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
-            self._queue.put(e)
-        finally:
-            if gen is not None:
-                gen.close()  # same thread that pulled it: releases the engine lock
-            self._queue.put(_DONE)
-
     def batches(self) -> Iterator[list[StepEvent]]:
-        worker = threading.Thread(target=self._work, name="specdec-demo-stream", daemon=True)
-        worker.start()
+        handle = self.backend.submit(Request(self.prompt, self.spec))
         last_yield = 0.0
         try:
             while True:
-                item = self._queue.get()
-                self._last_pull = time.monotonic()
-                wait = self.min_interval_s - (time.monotonic() - last_yield)
-                if wait > 0 and item is not _DONE:
-                    time.sleep(wait)  # coalesce: at most one page update per interval
-                items = [item]
-                while True:
-                    try:
-                        items.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                events = [x for x in items if isinstance(x, StepEvent)]
-                errors = [x for x in items if isinstance(x, BaseException)]
+                if self.stop.is_set() and not handle.ended:
+                    self.stopped_early = True
+                    handle.cancel()
+                events = handle.next_batch(self.poll_s)
                 if events:
+                    wait = self.min_interval_s - (time.monotonic() - last_yield)
+                    if wait > 0 and not handle.ended:
+                        time.sleep(wait)  # coalesce: at most one page update per interval
+                        events += handle.next_batch(0)
                     last_yield = time.monotonic()
                     yield events
-                if errors:
-                    raise errors[0]
-                if any(x is _DONE for x in items):
+                elif handle.ended:
+                    handle.next_batch(0)  # raises the request's error, if it failed
+                    self.stopped_early = self.stopped_early or handle.stop in ("cancelled", "shutdown")
                     return
         finally:
-            self._halt.set()
-            worker.join(timeout=10.0)
+            if not handle.ended:
+                handle.cancel()
 
 
-def run_to_end(engine, prompt: str, spec: GenerateSpec, stop: threading.Event | None = None) -> list[StepEvent]:
-    """All events of one run, consumed in one worker thread (used by the race)."""
-    pump = StreamPump(engine, prompt, spec, stop, min_interval_s=0.0)
-    return [ev for batch in pump.batches() for ev in batch]
+def run_to_end(backend, prompt: str, spec: GenerateSpec, stop: threading.Event | None = None) -> list[StepEvent]:
+    """All events of one run (used by the race)."""
+    return [ev for batch in Run(backend, prompt, spec, stop, min_interval_s=0.0).batches() for ev in batch]

@@ -33,7 +33,7 @@ the token may also come from the {TOKEN_ENV} environment variable.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from app.cli import add_model_args
+    from app.args import add_model_args
     p.epilog = EPILOG
     g = p.add_argument_group("network and security")
     g.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
@@ -98,10 +98,11 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import signal
 
-    from app.cli import load_engine
+    from app.args import load_engine
     from app.ws_protocol import PROTOCOL_VERSION
     from app.ws_server import ServerConfig, StreamServer
     from engine.config import ConfigError
+    from engine.local import LocalBackend
     check_args(args)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     for line in warnings_for(args.host, token):
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     config = ServerConfig(args.host, args.port, token, tuple(args.allow_origin), limits_for(args, engine.context))
-    server = StreamServer(engine, config)
+    server = StreamServer(LocalBackend(engine, config.limits.max_queue), config)
 
     def ready(port: int) -> None:
         print(f"specdec serve: listening on ws://{args.host}:{port} (protocol {PROTOCOL_VERSION}, methods "

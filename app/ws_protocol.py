@@ -15,6 +15,7 @@ from typing import Any, Callable, Union
 
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 from engine.events import Stats, StepEvent
+from engine.methods import GENERATE_ORDER, METHODS, preferred
 
 PROTOCOL_VERSION = 1
 ERROR_CODES = {
@@ -157,13 +158,13 @@ def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits) -> G
 
 
 def default_method(methods: tuple[str, ...]) -> str:
-    return "draft" if "draft" in methods else methods[0]
+    return preferred(methods, GENERATE_ORDER)
 
 
 def hello(methods: tuple[str, ...], context: int, limits: Limits, auth: bool) -> dict[str, Any]:
     return {"type": "hello", "id": None, "protocol": PROTOCOL_VERSION, "methods": list(methods),
-            "default_method": default_method(methods), "context": context, "limits": limits.to_dict(),
-            "auth": auth}
+            "method_info": [METHODS[m].info() for m in methods], "default_method": default_method(methods),
+            "context": context, "limits": limits.to_dict(), "auth": auth}
 
 
 def start(req: Generate, queued_ms: float) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """The WebSocket streaming server: connections, auth and origin checks, graceful shutdown.
 
-Contract: ``StreamServer(engine, config).run(stop)`` serves protocol version 1
-(docs/websocket.md, built by ``app.ws_protocol``) until ``stop`` is set, then shuts down
-gracefully: no new requests, the running one and the queued ones end with ``done`` and stop
-``shutdown``, outgoing messages are flushed (bounded wait), and connections close with 1001.
-All engine work happens in ``app.ws_worker.Worker``'s single thread; the worker hands messages
-back with ``loop.call_soon_threadsafe`` to a per-connection outbox that one task sends in order.
+Contract: ``StreamServer(backend, config).run(stop)`` serves protocol version 1
+(docs/websocket.md, built by ``app.ws_protocol``) from any ``engine.backend.Backend`` until
+``stop`` is set, then shuts down gracefully: no new requests, the running one and the queued ones
+end with ``done`` and stop ``shutdown`` (the server shuts its backend down), outgoing messages are
+flushed (bounded wait), and connections close with 1001. Each request is one task that relays its
+handle's events (``async for``) as start, step..., done to a per-connection outbox that one task
+sends in order; the backend's queue decides who decodes when.
 With a token, a connection must present it (``Authorization: Bearer T`` or ``?token=T``) or it
 gets an ``unauthorized`` error and a close with 1008 (policy violation); with an origin list,
 the handshake refuses other ``Origin`` headers (HTTP 403; clients that send none are allowed).
@@ -26,8 +27,10 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request
 from websockets.protocol import State
 
+from engine.backend import Busy, Handle, Request, ShuttingDown
+from engine.config import ConfigError
+
 from . import ws_protocol as proto
-from .ws_worker import Busy, Job, ShuttingDown, Worker
 
 log = logging.getLogger("specdec.serve")
 HARD_SIZE_FACTOR = 4   # frames above this many times max_message_bytes close the connection (1009)
@@ -55,17 +58,8 @@ def authorized(request: Request, token: str | None) -> bool:
     return any(hmac.compare_digest(p.encode(), token.encode()) for p in presented)
 
 
-def make_encoder(tokenizer) -> Callable[[str], list[int]]:
-    """Prompt text -> token ids, exactly as ``Engine.encode``; uses the Rust tokenizer directly
-    when there is one, which is safe to call while the worker thread decodes."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        return lambda text: backend.encode(text, add_special_tokens=False).ids
-    return lambda text: tokenizer.encode(text, add_special_tokens=False)
-
-
 class Client:
-    """One connection: its outbox (filled from any thread by ``post``) and its live requests by id.
+    """One connection: its outbox (filled on the event loop by ``post``) and its live requests by id.
 
     A message goes out at once, in the event-loop callback that receives it, when nothing is queued
     before it and the socket's write buffer is small; otherwise the ``pump`` task sends it with
@@ -75,18 +69,12 @@ class Client:
     def __init__(self, ws: ServerConnection, loop: asyncio.AbstractEventLoop) -> None:
         self.ws, self.loop = ws, loop
         self.outbox: asyncio.Queue[str] = asyncio.Queue()
-        self.jobs: dict[proto.RequestId, Job] = {}
+        self.jobs: dict[proto.RequestId, Handle] = {}
         self.open = True
         self._pumping = False
 
     def post(self, msg: dict[str, Any]) -> None:
         text = proto.dumps(msg)
-        try:
-            self.loop.call_soon_threadsafe(self._enqueue, msg, text)
-        except RuntimeError:  # the loop has closed: nobody left to tell
-            pass
-
-    def _enqueue(self, msg: dict[str, Any], text: str) -> None:
         if msg["type"] == "done":
             self.jobs.pop(msg["id"], None)
         if not self.open:
@@ -123,19 +111,18 @@ class Client:
 
 
 class StreamServer:
-    def __init__(self, engine, config: ServerConfig = ServerConfig()) -> None:
-        self.engine, self.config = engine, config
+    def __init__(self, backend, config: ServerConfig = ServerConfig()) -> None:
+        self.backend, self.config = backend, config
         self.limits = config.limits
-        self.methods = tuple(engine.methods)
-        self.encode = make_encoder(engine.tokenizer)
-        self.worker = Worker(engine, config.limits.max_queue)
+        self.methods = tuple(backend.methods)
+        self.encode = backend.encode
         self.clients: set[Client] = set()
+        self.relays: set[asyncio.Task] = set()
         self.port: int | None = None
 
     async def run(self, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
         """Serve until ``stop`` is set, then shut down gracefully; ``ready(port)`` once listening."""
         origins = [None, *self.config.allow_origins] if self.config.allow_origins else None
-        self.worker.start()
         async with serve(self.handler, self.config.host, self.config.port, origins=origins,
                          max_size=HARD_SIZE_FACTOR * self.limits.max_message_bytes, compression=None) as server:
             self.port = next(iter(server.sockets)).getsockname()[1]
@@ -146,10 +133,10 @@ class StreamServer:
 
     async def _shutdown(self) -> None:
         log.info("shutting down: ending running and queued requests")
-        self.worker.shutdown()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.worker.join, 60.0)
-        await asyncio.sleep(0)  # let the worker's last call_soon_threadsafe callbacks run
+        await loop.run_in_executor(None, self.backend.shutdown, 60.0)
+        if self.relays:  # every request's done message is posted
+            await asyncio.wait(list(self.relays), timeout=FLUSH_TIMEOUT_S)
         if self.clients:
             await asyncio.wait([asyncio.ensure_future(c.flushed()) for c in self.clients],
                                timeout=FLUSH_TIMEOUT_S)
@@ -162,7 +149,7 @@ class StreamServer:
             return
         self.clients.add(client)
         pump = asyncio.create_task(client.pump())
-        client.post(proto.hello(self.methods, self.engine.context, self.limits, bool(self.config.token)))
+        client.post(proto.hello(self.methods, self.backend.limits.context, self.limits, bool(self.config.token)))
         try:
             async for raw in ws:
                 self.on_message(client, raw)
@@ -170,8 +157,8 @@ class StreamServer:
             pass
         finally:
             client.open = False
-            for job in list(client.jobs.values()):
-                self.worker.cancel(job, "cancelled")
+            for handle in list(client.jobs.values()):
+                self.backend.cancel(handle, "cancelled")
             self.clients.discard(client)
             pump.cancel()
 
@@ -189,23 +176,44 @@ class StreamServer:
             client.post(proto.error(None, "internal", f"{type(e).__name__}: {e}"))
 
     def _cancel(self, client: Client, msg: proto.Cancel) -> None:
-        job = client.jobs.get(msg.id)
-        if job is None:
+        handle = client.jobs.get(msg.id)
+        if handle is None:
             raise proto.ProtocolError("unknown_id", f"no request {msg.id!r} is queued or running on this "
                                                     f"connection (it may have finished already)", msg.id)
-        self.worker.cancel(job, "cancelled")
+        self.backend.cancel(handle, "cancelled")
 
     def _submit(self, client: Client, msg: proto.Generate) -> None:
         if msg.id in client.jobs:
             raise proto.ProtocolError("duplicate_id", f"request {msg.id!r} is already queued or running on "
                                                       f"this connection; use a new id", msg.id)
-        job = Job(msg, client.post)
-        client.jobs[msg.id] = job
         try:
-            self.worker.submit(job)
+            handle = self.backend.submit(Request(msg.prompt_ids, msg.spec, id=msg.id))
         except Busy as e:
-            del client.jobs[msg.id]
             raise proto.ProtocolError("busy", str(e), msg.id) from None
         except ShuttingDown as e:
-            del client.jobs[msg.id]
             raise proto.ProtocolError("shutting_down", str(e), msg.id) from None
+        except ConfigError as e:
+            raise proto.ProtocolError("bad_params", str(e), msg.id) from None
+        client.jobs[msg.id] = handle
+        task = asyncio.create_task(self._relay(client, msg, handle))
+        self.relays.add(task)
+        task.add_done_callback(self.relays.discard)
+
+    async def _relay(self, client: Client, msg: proto.Generate, handle: Handle) -> None:
+        """start, one step per event, then exactly one done (even for a request that never started)."""
+        texts: list[str] = []
+        tokens, stats = 0, None
+        try:
+            if await handle.wait_started():
+                client.post(proto.start(msg, 1000 * (handle.queued_s or 0.0)))
+            async for ev in handle:
+                client.post(proto.step(msg.id, ev))
+                texts.append(ev.text)
+                tokens += len(ev.token_ids)
+                stats = ev.stats
+        except Exception as e:  # an engine failure ends this request, never the server
+            log.error("request %r failed: %s: %s", msg.id, type(e).__name__, e)
+            client.post(proto.error(msg.id, "internal", f"the engine failed: {type(e).__name__}: {e}"))
+        stop = handle.stop if handle.stop in proto.STOP_REASONS else "error"
+        client.post(proto.done(msg.id, stop, "".join(texts), tokens, stats))
+        log.info("request %r: %s, %d tokens in %d steps", msg.id, stop, tokens, handle.steps)

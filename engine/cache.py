@@ -5,6 +5,7 @@ Contract:
   values in place into preallocated storage (doubling when full) and hand attention a view of the
   first ``length`` slots: appending never re-copies the whole cache as ``torch.cat`` does in
   ``DynamicLayer``, and truncation is an O(1) change of length.
+- ``grow(buf, used, need, dim)``: the one growable-buffer rule (also used outside this module).
 - ``length(cache)``, ``truncate(cache, n)`` (keep the first n positions) and
   ``keep(cache, start, slots)`` (move the positions ``start + s`` for s in ``slots``, in order, to
   ``start, start + 1, ...`` and drop everything after: how a tree path is committed).
@@ -13,6 +14,21 @@ from __future__ import annotations
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
+
+
+def grow(buf: torch.Tensor, used: int, need: int, dim: int, minimum: int = 1) -> torch.Tensor:
+    """``buf`` if it holds ``need`` entries along ``dim``, else a buffer with at least double the
+    capacity (and ``minimum``) whose first ``used`` entries are copied: the engine's one growable
+    buffer (KV caches, hidden states), so appending never re-copies everything as ``torch.cat`` does."""
+    cap = buf.shape[dim]
+    if need <= cap:
+        return buf
+    shape = list(buf.shape)
+    shape[dim] = max(need, 2 * cap, minimum)
+    out = buf.new_empty(shape)
+    if used:
+        out.narrow(dim, 0, used).copy_(buf.narrow(dim, 0, used))
+    return out
 
 
 class GrowingLayer(DynamicLayer):
@@ -39,14 +55,8 @@ class GrowingLayer(DynamicLayer):
         self.values = self._v[:, :, : self.length]
 
     def _grow(self, need: int) -> None:
-        cap = self.capacity
-        while cap < need:
-            cap *= 2
-        k = self._k.new_empty(self._k.shape[:2] + (cap, self._k.shape[-1]))
-        v = self._v.new_empty(self._v.shape[:2] + (cap, self._v.shape[-1]))
-        k[:, :, : self.length].copy_(self._k[:, :, : self.length])
-        v[:, :, : self.length].copy_(self._v[:, :, : self.length])
-        self._k, self._v, self.capacity = k, v, cap
+        self._k, self._v = grow(self._k, self.length, need, 2), grow(self._v, self.length, need, 2)
+        self.capacity = self._k.shape[2]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:

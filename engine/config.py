@@ -3,15 +3,19 @@
 Contract: constructing ``SamplingParams`` or ``GenerateSpec`` with an out-of-range value raises
 ``ConfigError`` (a ``ValueError``) whose message names the field and the allowed range;
 ``from_dict`` additionally rejects unknown keys, so a typo in a JSON request is an error, not a
-silent default.
+silent default. ``parse_k`` is the one reader of a k setting (``"auto"``, an int, or text or a
+float holding one, as CLIs and forms send it), with the one bound ``K_MAX``. Method names come
+from the registry (``engine/methods.py``). No torch.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Union
 
-METHODS = ("none", "draft", "lookup", "medusa", "eagle")
+from .methods import NAMES as METHODS
+
 K_MAX = 16
+K_HELP = f"'auto' or an integer in [1, {K_MAX}]"
 
 
 class ConfigError(ValueError):
@@ -68,6 +72,23 @@ class SamplingParams:
 KSetting = Union[int, Literal["auto"]]
 
 
+def parse_k(value: Any) -> KSetting:
+    """``"auto"`` or an int in [1, K_MAX] from an int, an integral float or text; else ConfigError."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "auto":
+            return "auto"
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"k must be {K_HELP}, got {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= K_MAX:
+        raise ConfigError(f"k must be {K_HELP}, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class GenerateSpec:
     """What to run: ``method`` in METHODS, ``k`` draft tokens per step (1..K_MAX or "auto"; for the
@@ -87,10 +108,8 @@ class GenerateSpec:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(METHODS)}")
-        if self.k != "auto":
-            _check_number("k", self.k, int)
-            if not 1 <= self.k <= K_MAX:
-                raise ConfigError(f"k must be 'auto' or an integer in [1, {K_MAX}], got {self.k}")
+        if self.k != "auto" and (isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k <= K_MAX):
+            raise ConfigError(f"k must be {K_HELP}, got {self.k!r}")
         _check_number("max_new_tokens", self.max_new_tokens, int)
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")

@@ -1,35 +1,94 @@
-"""A lean decode path for small Llama-architecture drafts, where framework overhead dominates.
+"""Lean decoding forwards for Llama-style layers, where framework overhead dominates the cost.
 
-Why: a 1M-parameter draft spends ~80% of an HF forward in Python module dispatch, config lookups
-and mask building (profiled on this CPU: 0.86 ms per token, of which 0.17 ms in matmuls). The
-draft's cost ratio c enters the speedup as (k c + 1), so the draft step must be cheap. This module
-runs the same weights and the same math as transformers' ``LlamaForCausalLM`` (RMSNorm, rotary
-embeddings, grouped-query attention, SiLU-gated MLP, tied or untied head) in about a dozen tensor
-ops per layer:
+Why: a small model spends most of a transformers forward in Python module dispatch, config lookups
+and mask building, not in matmuls; a draft's cost ratio c enters the speedup as (k c + 1), so its
+step must be cheap (docs/bench.md has the measured figures). One ``FusedLayer`` body serves both
+the lean draft (``LeanLlama``, every layer of a plain Llama) and EAGLE's draft layer
+(``proposers/eagle/decode.py``), in about a dozen tensor ops:
 - one QKV linear whose weight also holds rotate_half(Wq) and rotate_half(Wk), so RoPE is a
-  multiply and an ``addcmul`` against a per-position table; one fused gate/up linear;
+  multiply and an ``addcmul`` against a per-position table (``rope_table``); one gate/up linear;
 - RMSNorm weights folded into the columns of the linear after each norm;
-- 4-D inputs to ``scaled_dot_product_attention`` (the CPU flash kernel: about half the time of
-  the 3-D math path for one query);
-- a preallocated KV buffer;
-- each linear through ``packed.Linear``: MKL for the small layer weights, oneDNN with a pre-packed
-  weight for the LM head.
-Measured with 2 threads on the shipped draft: one token 330 -> 190 us against the previous
-version (all linears packed, separate rotary ops, 3-D attention), which took the draft from c =
-0.22 to 0.18 of a target step.
+- 4-D inputs to ``scaled_dot_product_attention`` (the CPU flash kernel; 3-D takes the math path);
+- keys and values written into caller-owned preallocated buffers;
+- each linear through ``packed.Linear``, which picks its path per weight.
 
-Contract: ``LeanLlama.supports(model)`` says whether a model can take this path (plain Llama:
-no attention/MLP bias, default RoPE, SiLU); ``forward(tokens)`` appends the tokens at the current
-length and returns the logits after the last one; ``truncate(n)`` keeps the first n positions.
-Exactness never depends on this module: the verifier uses whatever q the draft sampled from; a
-test checks that its logits match transformers' to float tolerance.
+Contract:
+- ``inv_freq(head_dim, theta)`` and ``rope_table(inv_freq, n, reps, scale)``: the one rotary
+  table of the project (Llama convention, cos/sin of cat(freqs, freqs)), tiled ``reps`` times.
+- ``FusedLayer(wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads, n_kv, eps)`` and
+  ``layer(x, cos, sin, k, v, start, mask)``: x [T, H] at the positions whose tables are cos/sin
+  [T, (n_heads + n_kv) hd]; keys/values go to ``k[:, start:start+T]``, ``v[...]`` ([n_kv, cap, hd]);
+  attention covers slots [0, start + T) under ``mask`` (bool [T, start + T], None = all visible).
+- ``LeanLlama.supports(model)`` says whether a model can take this path (plain Llama: no
+  attention/MLP bias, default RoPE, SiLU); ``forward(tokens)`` appends the tokens at the current
+  length and returns the logits after the last one; ``truncate(n)`` keeps the first n positions.
+Exactness never depends on this module: the verifier uses whatever q the draft sampled from; tests
+check it against transformers and against EAGLE's training module to float tolerance.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 from . import packed as P
+from .cache import grow
+
+
+def inv_freq(head_dim: int, theta: float, device=None) -> torch.Tensor:
+    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+
+
+def rope_table(
+    inv: torch.Tensor, n: int, reps: int = 1, scale: float = 1.0, dtype=torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [n, reps * head_dim] at positions 0..n-1, one head's table tiled ``reps`` times."""
+    freqs = torch.outer(torch.arange(n, dtype=torch.float32, device=inv.device), inv.float())
+    emb = torch.cat([freqs, freqs], dim=-1).repeat(1, reps)
+    return (emb.cos() * scale).to(dtype), (emb.sin() * scale).to(dtype)
+
+
+def rotate_rows(w: torch.Tensor, heads: int, hd: int) -> torch.Tensor:
+    """Rows of W' with x W'^T == rotate_half(x W^T) per head (minus second half, first half):
+    rotary embeddings then fold into the projection."""
+    w = w.reshape(heads, hd, -1)
+    return torch.cat([-w[:, hd // 2 :], w[:, : hd // 2]], dim=1).reshape(heads * hd, -1)
+
+
+class FusedLayer:
+    """One Llama decoder layer (pre-norm attention + SiLU-gated MLP) from its final weights."""
+
+    @torch.no_grad()
+    def __init__(self, wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads: int, n_kv: int, eps: float) -> None:
+        self.H, self.KV, self.hd, self.eps = n_heads, n_kv, wq.shape[0] // n_heads, eps
+        hd = self.hd
+        qkv = torch.cat([wq, wk, rotate_rows(wq, n_heads, hd), rotate_rows(wk, n_kv, hd), wv])
+        self.qkv = P.Linear(qkv * ln1)
+        self.o = P.Linear(wo)
+        self.gate_up = P.Linear(torch.cat([w_gate, w_up]) * ln2)
+        self.down = P.Linear(w_down)
+
+    def __call__(self, x, cos, sin, k, v, start: int, mask) -> torch.Tensor:
+        T, H, KV, hd = x.shape[0], self.H, self.KV, self.hd
+        D, end, n = (H + KV) * hd, start + T, (x.shape[-1],)
+        y = self.qkv(F.rms_norm(x, n, None, self.eps))
+        qk = torch.addcmul(y[:, :D] * cos, y[:, D : 2 * D], sin)  # rotary embeddings, fused
+        k[:, start:end] = qk[:, H * hd :].view(T, KV, hd).transpose(0, 1)
+        v[:, start:end] = y[:, 2 * D :].view(T, KV, hd).transpose(0, 1)
+        q = qk[:, : H * hd].view(T, H, hd).transpose(0, 1)
+        att = F.scaled_dot_product_attention(
+            q[None], k[None, :, :end], v[None, :, :end], attn_mask=mask, enable_gqa=KV != H
+        )
+        x = x + self.o(att[0].transpose(0, 1).reshape(T, H * hd))
+        g, u = self.gate_up(F.rms_norm(x, n, None, self.eps)).chunk(2, dim=-1)
+        return x + self.down(F.silu(g) * u)
+
+
+def causal_mask(T: int, start: int, device) -> torch.Tensor | None:
+    """Causal within T new tokens, full view of ``start`` cached ones; None for one token."""
+    if T == 1:
+        return None
+    return torch.ones(T, start + T, dtype=torch.bool, device=device).tril(diagonal=start)
 
 
 class LeanLlama:
@@ -38,9 +97,13 @@ class LeanLlama:
         cfg = model.config
         rope = getattr(cfg, "rope_scaling", None) or getattr(cfg, "rope_parameters", None) or {}
         rope_type = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "default"
-        return (getattr(cfg, "model_type", "") == "llama" and not getattr(cfg, "attention_bias", False)
-                and not getattr(cfg, "mlp_bias", False) and getattr(cfg, "hidden_act", "silu") == "silu"
-                and rope_type == "default")
+        return (
+            getattr(cfg, "model_type", "") == "llama"
+            and not getattr(cfg, "attention_bias", False)
+            and not getattr(cfg, "mlp_bias", False)
+            and getattr(cfg, "hidden_act", "silu") == "silu"
+            and rope_type == "default"
+        )
 
     @torch.inference_mode()
     def __init__(self, model: torch.nn.Module, capacity: int = 1024) -> None:
@@ -50,41 +113,44 @@ class LeanLlama:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
         self.eps = cfg.rms_norm_eps
         self.embed = m.embed_tokens.weight
-        H, KV, hd = self.n_heads, self.n_kv, self.head_dim
-        self.layers = []
-        for layer in m.layers:
-            a, mlp = layer.self_attn, layer.mlp
-            wq, wk = a.q_proj.weight, a.k_proj.weight
-            # the RMSNorm weights are folded into the columns of the linear that follows each norm;
-            # q, k, rotate_half(q), rotate_half(k), v in one linear: RoPE is qk * cos + qk_half * sin
-            wqkv = torch.cat([wq, wk, rotate_rows(wq, H, hd), rotate_rows(wk, KV, hd), a.v_proj.weight])
-            wgu = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
-            self.layers.append((wqkv * layer.input_layernorm.weight, a.o_proj.weight,
-                                wgu * layer.post_attention_layernorm.weight, mlp.down_proj.weight))
+        self.layers = [
+            FusedLayer(
+                layer.self_attn.q_proj.weight,
+                layer.self_attn.k_proj.weight,
+                layer.self_attn.v_proj.weight,
+                layer.self_attn.o_proj.weight,
+                layer.mlp.gate_proj.weight,
+                layer.mlp.up_proj.weight,
+                layer.mlp.down_proj.weight,
+                layer.input_layernorm.weight,
+                layer.post_attention_layernorm.weight,
+                self.n_heads,
+                self.n_kv,
+                self.eps,
+            )
+            for layer in m.layers
+        ]
         self.head = P.Linear(model.get_output_embeddings().weight * m.norm.weight)
-        self.layers = [tuple(P.Linear(w) for w in ws) for ws in self.layers]  # packed.py picks each path
         rot = m.rotary_emb
-        self.inv_freq = rot.inv_freq.float()
+        self.inv_freq = rot.inv_freq.float().to(self.embed.device)
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
         self.dtype, self.device = self.embed.dtype, self.embed.device
-        self.capacity = 0
+        shape = (len(self.layers), self.n_kv, 0, self.head_dim)
+        self.k = torch.empty(shape, dtype=self.dtype, device=self.device)
+        self.v = torch.empty_like(self.k)
         self.length = 0
-        self._alloc(capacity)
+        self._ensure(capacity)
 
-    def _alloc(self, capacity: int) -> None:
-        shape = (len(self.layers), self.n_kv, capacity, self.head_dim)
-        k = torch.empty(shape, dtype=self.dtype, device=self.device)
-        v = torch.empty(shape, dtype=self.dtype, device=self.device)
-        if self.capacity:
-            k[:, :, : self.length] = self.k[:, :, : self.length]
-            v[:, :, : self.length] = self.v[:, :, : self.length]
-        self.k, self.v = k, v
-        pos = torch.arange(capacity, dtype=torch.float32, device=self.device)
-        freqs = torch.outer(pos, self.inv_freq.to(self.device))
-        emb = torch.cat([freqs, freqs], dim=-1).repeat(1, self.n_heads + self.n_kv)  # one row per q/k head
-        self.cos = (emb.cos() * self.rope_scale).to(self.dtype)
-        self.sin = (emb.sin() * self.rope_scale).to(self.dtype)
-        self.capacity = capacity
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
+
+    def _ensure(self, need: int) -> None:
+        if need <= self.capacity:
+            return
+        self.k, self.v = grow(self.k, self.length, need, 2), grow(self.v, self.length, need, 2)
+        reps = self.n_heads + self.n_kv  # one table row per q/k head
+        self.cos, self.sin = rope_table(self.inv_freq, self.capacity, reps, self.rope_scale, self.dtype)
 
     def truncate(self, n: int) -> None:
         self.length = max(0, min(n, self.length))
@@ -92,34 +158,11 @@ class LeanLlama:
     @torch.inference_mode()
     def forward(self, tokens: list[int]) -> torch.Tensor:
         T, L0 = len(tokens), self.length
-        if L0 + T > self.capacity:
-            self._alloc(max(2 * self.capacity, L0 + T))
-        L1 = L0 + T
+        self._ensure(L0 + T)
         x = self.embed[torch.tensor(tokens, device=self.device)]
-        cos, sin = self.cos[L0:L1], self.sin[L0:L1]
-        mask = None
-        if T > 1:  # causal within the new tokens, full view of the cached prefix
-            mask = torch.ones(T, L1, dtype=torch.bool, device=self.device).tril(diagonal=L0)
-        H, KV, hd = self.n_heads, self.n_kv, self.head_dim
-        D = (H + KV) * hd
-        n = (x.shape[-1],)
-        for i, (wqkv, wo, wgu, wd) in enumerate(self.layers):
-            y = wqkv(F.rms_norm(x, n, None, self.eps))
-            qk = torch.addcmul(y[:, :D] * cos, y[:, D:2 * D], sin)  # rotary embeddings, fused
-            q = qk[:, : H * hd].view(T, H, hd).transpose(0, 1)
-            self.k[i, :, L0:L1] = qk[:, H * hd:].view(T, KV, hd).transpose(0, 1)
-            self.v[i, :, L0:L1] = y[:, 2 * D:].view(T, KV, hd).transpose(0, 1)
-            att = F.scaled_dot_product_attention(  # 4-D: CPU's flash kernel, about 2x the 3-D path
-                q[None], self.k[None, i, :, :L1], self.v[None, i, :, :L1], attn_mask=mask, enable_gqa=KV != H)
-            x = x + wo(att[0].transpose(0, 1).reshape(T, H * hd))
-            g, u = wgu(F.rms_norm(x, n, None, self.eps)).chunk(2, dim=-1)
-            x = x + wd(F.silu(g) * u)
-        self.length = L1
-        return self.head(F.rms_norm(x[-1], n, None, self.eps))
-
-
-def rotate_rows(w: torch.Tensor, heads: int, hd: int) -> torch.Tensor:
-    """Rows of W' with x W'^T == rotate_half(x W^T) per head (minus second half, first half):
-    rotary embeddings then fold into the projection (also used by heads/eagle_decode.py)."""
-    w = w.reshape(heads, hd, -1)
-    return torch.cat([-w[:, hd // 2:], w[:, : hd // 2]], dim=1).reshape(heads * hd, -1)
+        cos, sin = self.cos[L0 : L0 + T], self.sin[L0 : L0 + T]
+        mask = causal_mask(T, L0, self.device)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, self.k[i], self.v[i], L0, mask)
+        self.length = L0 + T
+        return self.head(F.rms_norm(x[-1], (x.shape[-1],), None, self.eps))

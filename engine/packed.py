@@ -23,7 +23,9 @@ Contract:
 - ``Linear(W, b)`` is the proposers' decoding linear (lean draft, Medusa, EAGLE): the weight with
   its path chosen once by size, oneDNN packed for large weights and MKL's
   ``F.linear`` for small ones, where oneDNN's fixed cost (about 13 us a call) dominates.
-  ``Linear.shared(module)`` reuses a module's packed copy (EAGLE reads the target's own LM head).
+  ``Linear.shared(module)`` reuses a module's packed copy (EAGLE reads the target's own LM head),
+  packing the module first if nobody has, so the order in which target and heads load never
+  matters.
 - Why cache residency matters here: the target's packed weights (30 MB) about fill this CPU's
   32 MB L3, so a proposer's weights are cold at every step: EAGLE's layer forward costs about
   0.2 ms when its weights are hot and 0.55 ms inside decoding. Sharing memory with the target
@@ -81,7 +83,10 @@ class Linear:
         """The module's weight, reusing the packed copy ``pack_linears`` gave it while that copy is
         current (same checks as the module's own forward): a proposer that reads the target's LM
         head then reads the very memory the target just read, hot in cache, not a second copy."""
-        w, packed = module.weight, getattr(module, "_specdec_packed", None)
+        w = module.weight
+        if w.numel() > SMALL and available(w) and not hasattr(module, "_specdec_packed"):
+            pack_module(module)  # whoever comes first packs; the target's pack_linears then reuses it
+        packed = getattr(module, "_specdec_packed", None)
         current = packed is not None and _version(w) == module._specdec_version and available(w)
         return cls(w, module.bias, packed if current else None)
 
@@ -116,10 +121,15 @@ def pack_linears(model: torch.nn.Module) -> int:
         return 0
     for module in linears:
         if not hasattr(module, "_specdec_packed"):
-            module._specdec_packed = pack_weight(module.weight)
-            module._specdec_version = _version(module.weight)
-            module.forward = types.MethodType(_forward, module)
+            pack_module(module)
     return len(linears)
+
+
+def pack_module(module: torch.nn.Linear) -> None:
+    """Give one linear its packed copy and the scope-switched forward (see ``pack_linears``)."""
+    module._specdec_packed = pack_weight(module.weight)
+    module._specdec_version = _version(module.weight)
+    module.forward = types.MethodType(_forward, module)
 
 
 @contextmanager

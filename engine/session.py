@@ -10,11 +10,16 @@ Contract (docs/architecture.md, invariants I1-I6):
             at any point leaves the engine consistent.
 An empty draft is a plain decoding step, so the baseline (``none``) runs this same code, and
 greedy decoding is temperature 0 through the same path. ``generate`` is a fold over ``stream``.
-One Engine serialises its models with a lock held for the life of a stream.
+
+The engine builds one proposer per method of the registry (``engine/methods.py``) whose needs it
+loaded; a request's settings reach the proposer in its ``Context``, never by mutating it.
+An Engine decodes one stream at a time and is not thread-safe: starting a stream supersedes any
+earlier one that is still open (resuming that one raises ``EngineBusy``), so a single-threaded
+caller can never corrupt the caches. Front ends that serve several users go through a
+``Backend`` (``engine/backend.py``), which owns the model thread.
 """
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +27,12 @@ from typing import Iterator
 
 import torch
 
+from . import methods as M
 from .config import ConfigError, GenerateSpec
 from .detok import Detokenizer
 from .events import Piece, Stats, StepEvent
-from .heads.find import load_head_proposers
 from .loading import DEFAULT_DRAFT, DEFAULT_TARGET, load_models
-from .proposers.base import Context, NoDraft, Proposer
-from .proposers.draft import DraftModel
-from .proposers.lookup import PromptLookup
+from .proposers.base import Context, Proposer
 from .sampling import to_probs
 from .target import Target
 from .tree import Draft
@@ -48,21 +51,30 @@ class Result:
         return {"tokens": self.tokens, "text": self.text, "stats": self.stats.to_dict(), "stop": self.stop}
 
 
+class EngineBusy(RuntimeError):
+    """A stream was resumed after a newer stream of the same engine started."""
+
+
 class Engine:
-    """A tokenizer, a target and optionally a draft model, shared by every request in a process."""
+    """A tokenizer, a target and the proposers of every method it can offer, shared by the
+    requests of a process (one stream at a time; see the module docstring)."""
 
     def __init__(self, tokenizer, target_model: torch.nn.Module, draft_model: torch.nn.Module | None = None,
                  context: int | None = None, heads_dir: Path | str | None = None) -> None:
         self.tokenizer = tokenizer
         vocab = len(tokenizer)
         self.target = Target(target_model, context, vocab=vocab)
-        self.draft = DraftModel(draft_model, vocab=vocab) if draft_model is not None else None
+        self.draft_model = draft_model
+        res = M.Resources(target_model, draft_model, Path(heads_dir) if heads_dir is not None else None, vocab)
+        self.proposers: dict[str, Proposer] = {}
+        for name, method in M.METHODS.items():
+            proposer = method.build(res)
+            if proposer is not None:
+                self.proposers[name] = proposer
         eos = target_model.generation_config.eos_token_id if target_model.generation_config else None
         eos = eos if eos is not None else tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
-        self.lock = threading.Lock()
-        # Medusa / EAGLE proposers found in heads_dir (medusa/, eagle/), each offered only if present
-        self.heads = load_head_proposers(heads_dir, target_model, vocab) if heads_dir is not None else {}
+        self._owner: object | None = None
 
     @classmethod
     def load(cls, target_dir: Path | str = DEFAULT_TARGET, draft_dir: Path | str | None = DEFAULT_DRAFT,
@@ -76,8 +88,7 @@ class Engine:
 
     @property
     def methods(self) -> tuple[str, ...]:
-        base = ("none", "draft", "lookup") if self.draft is not None else ("none", "lookup")
-        return base + tuple(self.heads)
+        return tuple(self.proposers)
 
     @property
     def context(self) -> int:
@@ -97,32 +108,19 @@ class Engine:
                               f"tokens and generation needs room for at least one more")
         return ids
 
-    def proposer(self, spec: GenerateSpec) -> Proposer:
-        if spec.method == "none":
-            return NoDraft()
-        if spec.method == "lookup":
-            return PromptLookup(8 if spec.k == "auto" else int(spec.k), spec.ngram_max, spec.ngram_min)
-        if spec.method == "draft":
-            if self.draft is None:
-                raise ConfigError("method 'draft' needs a draft model (pass --draft DIR)")
-            self.draft.k = spec.k
-            self.draft.confidence = spec.confidence
-            self.draft.k_max = 8 if spec.k == "auto" else int(spec.k)
-            return self.draft
-        if spec.method in self.heads:  # k = "auto": the shipped tree / node budget; k = n: at most n nodes
-            head = self.heads[spec.method]
-            head.max_nodes = None if spec.k == "auto" else int(spec.k)
-            return head
-        raise ConfigError(f"method {spec.method!r} is not available; available: {', '.join(self.methods)}")
+    def proposer(self, method: str) -> Proposer:
+        if method not in self.proposers:
+            need = " (load a draft model: --draft DIR)" if method == "draft" else ""
+            raise ConfigError(f"method {method!r} is not available{need}; available: {', '.join(self.methods)}")
+        return self.proposers[method]
 
-    def stream(self, prompt: str | list[int], spec: GenerateSpec,
-               proposer: Proposer | None = None) -> Iterator[StepEvent]:
-        """The loop's events. ``proposer`` replaces the method's own proposer for this request (a
-        front end's prompt lookup over other open documents, say); it must keep invariant I3."""
+    def stream(self, prompt: str | list[int], spec: GenerateSpec, corpus=()) -> Iterator[StepEvent]:
+        """The loop's events. ``corpus``: extra token sequences prompt lookup may copy from (an
+        editor's other documents); other methods ignore it."""
         ids = self.encode(prompt)
-        with self.lock:
-            proposer = proposer or self.proposer(spec)  # under the lock: it configures the shared draft
-            yield from _loop(self, ids, spec, proposer)
+        proposer = self.proposer(spec.method)
+        owner = self._owner = object()
+        return _loop(self, owner, ids, spec, proposer, tuple(corpus))
 
     def generate(self, prompt: str | list[int], spec: GenerateSpec) -> Result:
         events = list(self.stream(prompt, spec))
@@ -143,23 +141,28 @@ def _generator(spec: GenerateSpec) -> torch.Generator | None:
     return g
 
 
-def _loop(engine: Engine, ids: list[int], spec: GenerateSpec, proposer: Proposer) -> Iterator[StepEvent]:
+def _loop(engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer,
+          corpus: tuple) -> Iterator[StepEvent]:
     target, sp = engine.target, spec.sampling
+    k_max = M.k_max(spec.method, spec.k)
+    _check_owner(engine, owner)
     t_start = time.perf_counter()
     target.prefill(ids)
     stats = Stats(prefill_s=time.perf_counter() - t_start)
     tokens, detok, gen = list(ids), Detokenizer(engine.tokenizer, ids), _generator(spec)
     produced, step, target_ms = 0, 0, None
     while True:
+        _check_owner(engine, owner)
         step += 1
         t0 = time.perf_counter()
         budget = min(spec.max_new_tokens - produced - 1, engine.context - len(tokens))
         draft = Draft.empty()
         if budget > 0:
-            draft = proposer.propose(Context(tokens, sp, budget, gen, hidden=target.hidden, target_ms=target_ms))
+            ctx = Context(tokens, spec, budget, k_max, gen, target.hidden, target_ms, corpus)
+            draft = proposer.propose(ctx)
         t1 = time.perf_counter()
-        scored = target.score(tokens[-1], draft)
-        p = to_probs(scored.logits, sp.temperature, sp.top_k, sp.top_p)
+        logits = target.score(tokens[-1], draft)
+        p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
         t2 = time.perf_counter()
         target_ms = 1000 * (t2 - t1) if target_ms is None else 0.8 * target_ms + 0.2 * 1000 * (t2 - t1)
         verdict = verify(draft, p, gen)
@@ -179,6 +182,12 @@ def _loop(engine: Engine, ids: list[int], spec: GenerateSpec, proposer: Proposer
                         draft.n, stop)
         if stop is not None:
             return
+
+
+def _check_owner(engine: Engine, owner: object) -> None:
+    if engine._owner is not owner:
+        raise EngineBusy("a newer stream started on this engine; an Engine decodes one stream at a time "
+                         "(serve several requests through engine.backend.LocalBackend)")
 
 
 def _pieces(engine: Engine, draft: Draft, verdict, step: int, detok: Detokenizer, room: int):

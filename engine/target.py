@@ -3,8 +3,8 @@
 Contract (invariant I1 of docs/architecture.md): between steps the cache holds the KV of exactly
 ``ids``, which is every committed token except the pending one. ``score(pending, draft)`` runs ONE
 forward over ``[pending] + draft.tokens`` (explicit position ids = prefix length + depth; a 4-D
-additive tree mask when the draft is not a chain) and returns the target logits, row 0 after the
-pending token and row i+1 after draft node i, plus the last hidden states (for Medusa/EAGLE).
+additive tree mask when the draft is not a chain) and returns the target logits [n + 1, V] float32,
+row 0 after the pending token and row i+1 after draft node i.
 ``commit(path)`` keeps the KV of the pending token and of the accepted path's nodes, in order.
 ``hidden`` is the last hidden state (the LM head's input) at every position of ``ids``, kept in
 step with the cache: what Medusa and EAGLE draft from.
@@ -12,27 +12,12 @@ step with the cache: what Medusa and EAGLE draft from.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from . import cache as kv
 from .packed import pack_linears, packed_scope
+from .seq import resync
 from .tree import Draft, position_ids, tree_attention_mask
-
-
-@dataclass(frozen=True)
-class Scored:
-    logits: torch.Tensor  # [n + 1, V] float32
-    hidden: torch.Tensor  # [n + 1, H]
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class Target:
@@ -56,22 +41,15 @@ class Target:
         self.vocab = vocab  # padded LM heads (e.g. Qwen 7B vs 0.5B) are cut to the shared vocabulary
 
     @property
-    def length(self) -> int:
-        return len(self.ids)
-
-    @property
     def hidden(self) -> torch.Tensor | None:
         """[len(ids), H]: the last hidden state at every cached position (a view; read only)."""
         return None if self._hidden is None else self._hidden[: len(self.ids)]
 
     def _store_hidden(self, start: int, rows: torch.Tensor) -> None:
         need = start + rows.shape[0]
-        if self._hidden is None or need > self._hidden.shape[0]:
-            grown = rows.new_empty((max(need, 2 * (0 if self._hidden is None else self._hidden.shape[0]), 64),
-                                    rows.shape[1]))
-            if self._hidden is not None:
-                grown[:start] = self._hidden[:start]
-            self._hidden = grown
+        if self._hidden is None:
+            self._hidden = rows.new_empty((0, rows.shape[1]))
+        self._hidden = kv.grow(self._hidden, start, need, 0, minimum=64)
         self._hidden[start:need] = rows
 
     def _forward(self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor,
@@ -88,9 +66,7 @@ class Target:
         if not ids:
             raise ValueError("prefill needs at least one token")
         want = ids[:-1]
-        if kv.length(self.cache) != len(self.ids):  # interrupted mid-step: start clean
-            self.ids = []
-        keep = common_prefix(self.ids, want)
+        keep = resync(self.ids, kv.length(self.cache), want, len(want))  # 0 after an interrupted step
         kv.truncate(self.cache, keep)
         self.ids = self.ids[:keep]
         self._scored = self._scored_hidden = None
@@ -101,7 +77,7 @@ class Target:
             self.ids.extend(rest)
 
     @torch.inference_mode()
-    def score(self, pending: int, draft: Draft) -> Scored:
+    def score(self, pending: int, draft: Draft) -> torch.Tensor:
         L = len(self.ids)
         pos = position_ids(draft, L)
         mask = None if draft.is_chain else tree_attention_mask(draft, L, dtype=self.lm_head.weight.dtype).to(self.device)
@@ -112,7 +88,7 @@ class Target:
         self._pending = pending
         with packed_scope():
             logits = self.lm_head(hidden).float()
-        return Scored(logits[:, : self.vocab] if self.vocab else logits, hidden)
+        return logits[:, : self.vocab] if self.vocab else logits
 
     @torch.inference_mode()
     def commit(self, path: tuple[int, ...]) -> None:

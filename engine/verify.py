@@ -55,7 +55,6 @@ class Verdict:
     token:    the one extra token emitted after the accepted path.
     bonus:    True iff the path ends at a leaf (a node with no children), so ``token`` was sampled
               from that leaf's untouched target row p[leaf+1].
-    rejected: node indices tested and rejected, in test order.
     tested:   every acceptance test in the order made (accepted and rejected interleaved), as
               (node, r(x), q(x), accepted) with r(x) the target or residual probability of the
               node's token at the moment of its test and q(x) its draft probability (1.0 when q is
@@ -65,7 +64,6 @@ class Verdict:
     path: tuple[int, ...]
     token: int
     bonus: bool
-    rejected: tuple[int, ...]
     tested: tuple[Test, ...]
 
     @property
@@ -77,10 +75,6 @@ class Verdict:
         if self.bonus:
             return "bonus"
         return "recovered" if self.tested else "plain"
-
-    def emitted(self, draft: Draft) -> list[int]:
-        """The tokens this step emits: the accepted draft tokens, then ``token``."""
-        return [int(t) for t in draft.tokens[list(self.path)].tolist()] + [self.token]
 
 
 def residual(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -147,12 +141,11 @@ def verify(draft: Draft, p: torch.Tensor, generator: torch.Generator | None = No
     tokens = draft.tokens.tolist()
     _check_inputs(draft, p, tokens)
     if draft.n == 0:
-        return Verdict((), sample(p[0], generator), False, (), ())
+        return Verdict((), sample(p[0], generator), False, ())
     p_at, q_at = _probs_at_tokens(draft, p)
 
     node, r, fresh = -1, p[0], True  # fresh: r is still p[node+1], so r(x_c) == p_at[c]
     path: list[int] = []
-    rejected: list[int] = []
     tested: list[Test] = []
     while True:
         children = draft.children(node)
@@ -164,7 +157,6 @@ def verify(draft: Draft, p: torch.Tensor, generator: torch.Generator | None = No
             if ok:
                 accepted = c
                 break
-            rejected.append(c)
             r = _residual_point(r, tokens[c]) if draft.q is None else residual(r, draft.q[c])
             fresh = False
         if accepted is None:
@@ -173,4 +165,4 @@ def verify(draft: Draft, p: torch.Tensor, generator: torch.Generator | None = No
         node, r, fresh = accepted, p[accepted + 1], True
 
     bonus = not children  # the walk stopped at a leaf reached by acceptance (path is non-empty)
-    return Verdict(tuple(path), sample(r, generator), bonus, tuple(rejected), tuple(tested))
+    return Verdict(tuple(path), sample(r, generator), bonus, tuple(tested))

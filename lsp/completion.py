@@ -1,6 +1,7 @@
 """Pure completion logic for the language server: options, positions, windowing, stop modes, cache.
 
-Contract: nothing here imports pygls, torch or the engine, so every rule is unit-testable.
+Contract: nothing here imports pygls or torch (only the engine's torch-free settings and method
+registry), so every rule is unit-testable.
 - ``Options`` holds the editor's settings, typed and defaulted; ``Options.updated(data, methods)``
   validates a settings object (unknown keys, wrong types and out-of-range values raise
   ``OptionsError`` naming the field) and returns a new ``Options``.
@@ -19,8 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from engine.config import ConfigError, parse_k
+from engine.methods import COMPLETE_ORDER, preferred
+
 STOP_MODES = ("line", "block")
-DEFAULT_METHOD = "lookup"  # fastest in docs/results/bench-cpu.json: lookup 1.68x, draft 1.21x over none
+DEFAULT_METHOD = COMPLETE_ORDER[0]  # the registry's choice for completion (see engine/methods.py)
 MAX_NEW_TOKENS = 256
 
 
@@ -46,7 +50,7 @@ class Options:
     def resolved_method(self, methods: tuple[str, ...]) -> str:
         if self.method is not None:
             return self.method
-        return DEFAULT_METHOD if DEFAULT_METHOD in methods else "none"
+        return preferred(methods, COMPLETE_ORDER)
 
     def updated(self, data: Any, methods: tuple[str, ...]) -> "Options":
         """A copy with the given settings applied; accepts ``{"specdec": {...}}`` too."""
@@ -75,8 +79,12 @@ class Options:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 <= self.temperature <= 100:
             raise OptionsError(f"temperature must be a number in [0, 100], got {self.temperature!r}")
-        if self.k != "auto" and (isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k <= 16):
-            raise OptionsError(f"k must be 'auto' or an integer in [1, 16], got {self.k!r}")
+        if self.k != "auto" and (isinstance(self.k, bool) or not isinstance(self.k, int)):
+            raise OptionsError(f"k must be 'auto' or an integer, got {self.k!r}")
+        try:
+            parse_k(self.k)
+        except ConfigError as e:
+            raise OptionsError(str(e)) from None
         for name in ("cache", "telemetry", "lookup_documents"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionsError(f"{name} must be true or false, got {getattr(self, name)!r}")

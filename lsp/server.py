@@ -1,8 +1,8 @@
 """The pygls language server: thin handlers over ``lsp.completion`` and ``lsp.completer``.
 
 Contract:
-- ``initialize`` waits for the model (loading starts with the process, on the engine's worker
-  thread) and reads ``initializationOptions``; ``workspace/didChangeConfiguration`` updates them.
+- ``initialize`` waits for the model (loading starts with the process, on the backend's model
+  thread: ``engine.local.LocalBackend(loader=...)``) and reads ``initializationOptions``; ``workspace/didChangeConfiguration`` updates them.
   Bad settings are reported with ``window/showMessage`` and the previous ones stay in force.
 - ``textDocument/completion`` answers one item whose ``insertText`` is the model's continuation
   at the cursor (its ``textEdit`` replaces the word before the cursor with that word plus the
@@ -22,11 +22,12 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from lsprotocol import types as t
 from pygls.lsp.server import LanguageServer
+
+from engine.local import LocalBackend
 
 from .completer import Completer, Outcome
 from .completion import Options, OptionsError, TypeAhead, current_line, offset_at, word_before
@@ -43,21 +44,21 @@ class SpecdecServer(LanguageServer):
         self.latest: dict[str, int] = {}
         self.seq = 0
         self.completer: Completer | None = None
-        self.worker = ThreadPoolExecutor(1, thread_name_prefix="specdec-engine")  # owns the engine
-        self.loading: Future = self.worker.submit(loader)
+        self.backend = LocalBackend(loader=loader)  # the models load on its model thread, now
 
     async def ready(self) -> Completer:
         if self.completer is None:
-            engine = await asyncio.wrap_future(self.loading)
-            self.completer = self.completer or Completer(engine, self.worker)
-            if self.options.method not in (None, *engine.methods):
+            await self.backend.ready()
+            self.completer = self.completer or Completer(self.backend)
+            methods = self.backend.methods
+            if self.options.method not in (None, *methods):
                 log.error("method %r is not available (%s); using the default", self.options.method,
-                          ", ".join(engine.methods))
+                          ", ".join(methods))
                 self.options = replace(self.options, method=None)
         return self.completer
 
     def configure(self, data: Any, initial: bool = False) -> None:
-        methods = self.completer.engine.methods if self.completer else ()
+        methods = self.backend.methods if self.completer else ()
         try:
             new = self.options.updated(data, methods)
             if not initial and new.telemetry != self.options.telemetry:
@@ -99,13 +100,13 @@ class SpecdecServer(LanguageServer):
             return prefix, rest
         try:
             others = self.others(uri) if opts.lookup_documents else []
-            job = await completer.call(completer.prepare, prefix, after, others, opts)
+            job = await asyncio.to_thread(completer.prepare, prefix, after, others, opts)
         except ValueError as e:  # ConfigError: empty prompt, no room
             log.info("no completion: %s", e)
             return None
         progress = Progress(self, token, job.method)
         try:
-            out = await completer.run(job, lambda: self.latest.get(uri) != seq, progress.step)
+            out = await completer.run(job, lambda: self.latest.get(uri) != seq, progress.step, key=uri)
         except asyncio.CancelledError:
             self.notify_stats(uri, opts, "model", "cancelled", Outcome(None, job.stats), t0, job.method)
             raise

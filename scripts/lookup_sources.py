@@ -29,7 +29,7 @@ def match_start(seq: list[int], ngram_max: int = 3, ngram_min: int = 2) -> int |
 
 
 def main() -> None:
-    from engine.bench import load_prompts
+    from tools.bench import load_prompts
     from engine.config import GenerateSpec
     from engine.session import Engine
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

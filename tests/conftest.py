@@ -22,6 +22,15 @@ def engine():
 
 
 @pytest.fixture(scope="session")
+def backend(engine):
+    """The in-process backend over the session's engine (the demo's tests share it)."""
+    from engine.local import LocalBackend
+    b = LocalBackend(engine)
+    yield b
+    b.shutdown(10)
+
+
+@pytest.fixture(scope="session")
 def prompts() -> list[str]:
     path = ASSETS / "prompts" / "code.jsonl"
     return [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

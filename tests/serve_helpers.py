@@ -13,6 +13,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from app.ws_protocol import Limits
 from app.ws_server import ServerConfig, StreamServer
+from engine.local import LocalBackend
 
 TOKEN = "s3cret-token"
 GOOD_ORIGIN = "http://good.example"
@@ -24,7 +25,8 @@ class ServerThread:
 
     def __init__(self, engine, limits: Limits, token: str | None = TOKEN,
                  allow_origins: tuple[str, ...] = (GOOD_ORIGIN,)) -> None:
-        self.server = StreamServer(engine, ServerConfig("127.0.0.1", 0, token, allow_origins, limits))
+        backend = LocalBackend(engine, limits.max_queue)  # the server shuts it down when it stops
+        self.server = StreamServer(backend, ServerConfig("127.0.0.1", 0, token, allow_origins, limits))
         self._ready = threading.Event()
         self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
 
@@ -48,10 +50,10 @@ class ServerThread:
         assert not self._thread.is_alive(), "the server did not shut down"
 
     def finished(self, rid: Any, timeout: float = TIMEOUT_S):
-        """The worker's record of request ``rid`` once it has ended (waits for it)."""
+        """The backend's record (its Handle) of request ``rid`` once it has ended (waits for it)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for job in list(self.server.worker.finished):
+            for job in list(self.server.backend.finished):
                 if job.request.id == rid:
                     return job
             time.sleep(0.01)

@@ -1,4 +1,4 @@
-"""engine.bench: the harness on real models (tiny workload), prompt-file errors, CLI parsing.
+"""tools.bench: the harness on real models (tiny workload), prompt-file errors, CLI parsing.
 
 The models are the loader's defaults (``engine.loading.DEFAULT_TARGET`` / ``DEFAULT_DRAFT``, i.e.
 ``$SPECDEC_ASSETS/target`` and ``/draft``, the shipped ``assets/`` when unset); the model tests
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from engine.bench import PromptFileError, Row, load_prompts, make_rows
+from tools.bench import PromptFileError, Row, load_prompts, make_rows
 from engine.config import ConfigError
 
 PROMPTS = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main(argv):\n    "]
@@ -50,7 +50,7 @@ def _write(tmp_path, lines: list[str]):
 
 
 def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
-    from engine.bench import format_table, run_bench
+    from tools.bench import format_table, run_bench
     path = _write(tmp_path, [json.dumps({"prompt": p, "source": "x"}) for p in PROMPTS])
     prompts = load_prompts(path)
     rows = make_rows(["none", "draft", "lookup"], ["auto"])

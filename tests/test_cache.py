@@ -18,17 +18,17 @@ def test_chain_commit_matches_fresh_forward(engine, prompts):
     t = Target(model)
     ids = engine.encode(prompts[0])[:60]
     t.prefill(ids)
-    assert t.length == len(ids) - 1
+    assert len(t.ids) == len(ids) - 1
     draft = Draft.chain(torch.tensor([11, 22, 33, 44]))
     scored = t.score(ids[-1], draft)
     ref = fresh_logits(model, ids + [11, 22, 33, 44])
-    torch.testing.assert_close(scored.logits, ref[len(ids) - 1:], atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(scored, ref[len(ids) - 1:], atol=2e-4, rtol=1e-4)
     t.commit((0, 1))
     committed = ids + [11, 22]
     assert t.ids == committed  # the new pending token is not in the cache yet (I1)
     nxt = t.score(99, Draft.empty())
     ref = fresh_logits(model, committed + [99])
-    torch.testing.assert_close(nxt.logits[0], ref[-1], atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(nxt[0], ref[-1], atol=2e-4, rtol=1e-4)
 
 
 def test_tree_rows_and_commit_match_fresh_forward(engine, prompts):
@@ -44,14 +44,14 @@ def test_tree_rows_and_commit_match_fresh_forward(engine, prompts):
     for node in range(draft.n):
         path = [int(tokens[i]) for i in draft.path_to(node)]
         ref = fresh_logits(model, ids + path)
-        torch.testing.assert_close(scored.logits[node + 1], ref[-1], atol=2e-4, rtol=1e-4)
-    torch.testing.assert_close(scored.logits[0], fresh_logits(model, ids)[-1], atol=2e-4, rtol=1e-4)
+        torch.testing.assert_close(scored[node + 1], ref[-1], atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(scored[0], fresh_logits(model, ids)[-1], atol=2e-4, rtol=1e-4)
     t.commit((1, 3))  # keep b, d: a gather, not a truncation
     committed = ids + [202, 404]
     assert t.ids == committed
     nxt = t.score(7, Draft.chain(torch.tensor([8])))
     ref = fresh_logits(model, committed + [7, 8])
-    torch.testing.assert_close(nxt.logits, ref[-2:], atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(nxt, ref[-2:], atol=2e-4, rtol=1e-4)
 
 
 def test_prefill_reuses_common_prefix_and_recovers_from_interrupted_step(engine, prompts):
@@ -64,4 +64,4 @@ def test_prefill_reuses_common_prefix_and_recovers_from_interrupted_step(engine,
     t.prefill(other)
     assert t.ids == other[:-1]
     out = t.score(other[-1], Draft.empty())
-    torch.testing.assert_close(out.logits[0], fresh_logits(model, other)[-1], atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(out[0], fresh_logits(model, other)[-1], atol=2e-4, rtol=1e-4)

@@ -69,7 +69,7 @@ def test_a_prompt_longer_than_the_context_is_a_clear_error(capsys):
 
 def test_a_draft_with_another_tokenizer_is_refused(tmp_path, capsys):
     import shutil
-    from engine.training.tokenizer import train_tokenizer
+    from tools.training.tokenizer import train_tokenizer
     other = tmp_path / "draft"
     shutil.copytree(DEFAULT_TARGET, other)
     for f in ("tokenizer.json", "tokenizer_config.json"):

@@ -25,10 +25,10 @@ GREEN = "rgb(200, 247, 197)"  # demo_render.KIND_STYLE["accepted"] background
 
 
 @pytest.fixture(scope="module")
-def page_url(engine):
+def page_url(backend):
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium is missing: run scripts/system-deps.sh (apt-get install -y chromium)")
-    demo, _ = launch_demo(engine, port=free_port(), prevent_thread_lock=True, quiet=True)
+    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
     yield f"http://127.0.0.1:{demo.server_port}/"
     demo.close()
 

@@ -29,8 +29,8 @@ MIXED = "def fibonacci(n):"  # the draft is both accepted and rejected here at t
 
 
 @pytest.fixture(scope="module")
-def app_url(engine):
-    demo, _ = launch_demo(engine, port=free_port(), prevent_thread_lock=True, quiet=True)
+def app_url(backend):
+    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
     yield f"http://127.0.0.1:{demo.server_port}/"
     demo.close()
 
@@ -84,12 +84,12 @@ def test_bad_input_is_an_api_error_and_the_app_keeps_serving(client, bad, messag
     assert client.predict(prompt="x = 1\n", method="none", max_new_tokens=3, api_name="/generate")["done"]
 
 
-def test_cancel_closes_the_stream_and_frees_the_engine(client, engine, monkeypatch):
+def test_cancel_closes_the_stream_and_frees_the_engine(client, engine, backend, monkeypatch):
     seen = {"events": 0, "finished": False, "closed": False}
     original = engine.stream
 
-    def watched(prompt, spec):  # the real stream, observed: how far it ran and whether it was closed
-        gen = original(prompt, spec)
+    def watched(prompt, spec, corpus=()):  # the real stream, observed: how far it ran and whether it was closed
+        gen = original(prompt, spec, corpus)
         try:
             for ev in gen:
                 seen["events"] += 1
@@ -108,7 +108,7 @@ def test_cancel_closes_the_stream_and_frees_the_engine(client, engine, monkeypat
     while not seen["closed"] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert seen["closed"] and not seen["finished"] and seen["events"] < 500
-    assert not engine.lock.locked()
+    assert wait_idle(backend)
     assert client.predict(prompt="x = 1\n", method="none", max_new_tokens=3, api_name="/generate")["done"]
 
 
@@ -130,19 +130,26 @@ def test_two_clients_at_once_get_their_own_results(app_url, engine):
 
 
 # -- the page's handlers, called as gradio calls them ---------------------------------------------
-def test_stop_ends_the_generation_between_steps(engine):
-    h, session = Handlers(engine), DemoSession()
+def wait_idle(backend, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not backend.idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return backend.idle
+
+
+def test_stop_ends_the_generation_between_steps(backend):
+    h, session = Handlers(backend), DemoSession()
     updates = h.generate(PROMPT, "none", "auto", 0.0, 1.0, 512, 0, session)
     first = next(updates)
     assert "running" in first[0]
     h.stop(session)
     *_, last = updates
-    assert "stopped by you" in last[0] and not engine.lock.locked()
+    assert "stopped by you" in last[0] and wait_idle(backend)
     assert last[0].count('data-kind="plain"') < 100
 
 
-def test_race_at_temperature_zero_says_identical(engine):
-    h, session = Handlers(engine), DemoSession()
+def test_race_at_temperature_zero_says_identical(backend):
+    h, session = Handlers(backend), DemoSession()
     *_, (left, right, verdict) = h.race(PROMPT, "draft", "auto", 0.0, 1.0, 24, 0, 2, session)
     assert "identical, token for token (24 tokens)" in verdict and "speedup" in verdict
     assert left.count("sd-race-meta") == 1 and 'data-kind="accepted"' in right
@@ -151,8 +158,8 @@ def test_race_at_temperature_zero_says_identical(engine):
     assert any(tr.name == "your races (speedup)" for tr in fig.data)
 
 
-def test_page_errors_are_gradio_errors(engine):
-    h, session = Handlers(engine), DemoSession()
+def test_page_errors_are_gradio_errors(backend):
+    h, session = Handlers(backend), DemoSession()
     with pytest.raises(gr.Error, match="prompt is empty"):
         next(h.generate("", "draft", "auto", 0.0, 1.0, 8, 0, session))
     with pytest.raises(gr.Error, match="comma-separated"):

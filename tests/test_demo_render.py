@@ -1,5 +1,6 @@
 """The demo's pure parts: events to coloured spans, statistics and plot frames (app/demo_render.py),
-the settings check and the stream pump (app/demo_runs.py, with a fake engine: pure thread logic),
+the settings check and the batched run through a real LocalBackend (app/demo_runs.py and
+engine/local.py, over a fake engine: pure thread logic),
 and the Teach view's computations (app/demo_teach.py, through the real verifier)."""
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 
 from app import demo_render as R
 from app import demo_teach as T
-from app.demo_runs import DemoSession, StreamPump, check_prompt, make_spec
-from engine.config import ConfigError
+from app.demo_runs import DemoSession, Run, check_prompt, make_spec
+from engine.config import ConfigError, GenerateSpec
+from engine.backend import Request
+from engine.local import LocalBackend
 from engine.events import Piece, Stats, StepEvent
 from engine.theory import expected_tokens, speedup
 
@@ -118,12 +121,18 @@ def test_race_verdict_compares_tokens():
     assert R.race_verdict([1, 2], [1, 3], 0.8)[0] is False
 
 
-# -- settings and the stream pump ----------------------------------------------------------------
+# -- settings and the batched run through the backend ----------------------------------------------
+class FakeTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+
 class FakeEngine:
-    """Pure-logic stand-in: a stream of n plain steps that records who closed it."""
+    """Pure-logic stand-in: a stream of n plain steps that records who pulled and closed it."""
 
     methods = ("none", "draft")
     context = 64
+    tokenizer = FakeTokenizer()
 
     def __init__(self, n: int = 50, delay: float = 0.0, fail_at: int | None = None) -> None:
         self.n, self.delay, self.fail_at = n, delay, fail_at
@@ -131,7 +140,7 @@ class FakeEngine:
         self.closed_in: int | None = None
         self.steps = 0
 
-    def stream(self, prompt, spec):
+    def stream(self, prompt, spec, corpus=()):
         try:
             for i in range(1, self.n + 1):
                 self.pulled_in.add(threading.get_ident())
@@ -144,8 +153,15 @@ class FakeEngine:
             self.closed_in = threading.get_ident()
 
 
+SPEC = GenerateSpec(method="none")
+
+
+def _run(engine, stop=None, **kw) -> Run:
+    return Run(LocalBackend(engine), "p", SPEC, stop, **kw)
+
+
 def test_make_spec_checks_against_the_engine():
-    e = FakeEngine()
+    e = LocalBackend(FakeEngine())
     spec = make_spec(e, "draft", "3", 0.5, 0.9, 12.0, 7.0)
     assert spec.k == 3 and spec.max_new_tokens == 12 and spec.sampling.seed == 7 and spec.sampling.top_p == 0.9
     assert make_spec(e, "none", "auto", 0.0, 1.0, 5, None).k == "auto"
@@ -159,35 +175,49 @@ def test_make_spec_checks_against_the_engine():
         check_prompt("   \n")
 
 
-def test_pump_pulls_and_closes_in_one_worker_thread():
+def test_the_backend_pulls_and_closes_in_one_model_thread():
     e = FakeEngine(n=20)
-    events = [ev for batch in StreamPump(e, "p", None).batches() for ev in batch]
+    events = [ev for batch in _run(e).batches() for ev in batch]
     assert [ev.step for ev in events] == list(range(1, 21))
     assert len(e.pulled_in) == 1 and e.closed_in in e.pulled_in and threading.get_ident() not in e.pulled_in
 
 
 def test_stop_event_halts_between_steps_and_closes_the_stream():
     e, stop = FakeEngine(n=1000, delay=0.002), threading.Event()
-    pump = StreamPump(e, "p", None, stop, min_interval_s=0.0)
+    run = _run(e, stop, min_interval_s=0.0)
     seen = 0
-    for batch in pump.batches():
+    for batch in run.batches():
         seen += len(batch)
         stop.set()
-    assert pump.stopped_early and e.closed_in in e.pulled_in and seen == e.steps < 1000
+    # the step in flight when the cancel arrived is computed but never delivered
+    assert run.stopped_early and e.closed_in in e.pulled_in and e.steps - 1 <= seen <= e.steps < 1000
 
 
 def test_consumer_leaving_halts_the_worker():
     e = FakeEngine(n=1000, delay=0.002)
-    it = StreamPump(e, "p", None, min_interval_s=0.0).batches()
+    it = _run(e, min_interval_s=0.0).batches()
     next(it)
     it.close()  # what gradio does on cancel or disconnect
+    deadline = time.monotonic() + 10
+    while e.closed_in is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert e.closed_in is not None and e.steps < 1000
 
 
 def test_engine_errors_reach_the_consumer():
     with pytest.raises(ConfigError, match="boom at step 3"):
-        for _ in StreamPump(FakeEngine(fail_at=3), "p", None).batches():
+        for _ in _run(FakeEngine(fail_at=3)).batches():
             pass
+
+
+def test_stop_while_queued_never_starts_the_request():
+    e, stop = FakeEngine(n=200, delay=0.002), threading.Event()
+    backend = LocalBackend(e)
+    first = backend.submit(Request("p", SPEC))
+    run = Run(backend, "q", SPEC, stop, min_interval_s=0.0)
+    stop.set()
+    assert list(run.batches()) == [] and run.stopped_early
+    assert [ev.step for ev in first][-1] == 200  # the running request was not disturbed
 
 
 def test_each_session_copy_is_independent():

@@ -34,7 +34,7 @@ def test_first_token_of_a_speculative_step_is_distributed_as_p(engine):
     ids = engine.encode(PROMPT)
     with torch.inference_mode():
         p = to_probs(engine.target.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), T).numpy()
-        q = to_probs(engine.draft.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), T).numpy()
+        q = to_probs(engine.draft_model(input_ids=torch.tensor([ids])).logits[0, -1].float(), T).numpy()
     p, q = p.astype(np.float64), q.astype(np.float64)
     p, q = p / p.sum(), q / q.sum()
     counts = np.zeros_like(p)

@@ -9,15 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.heads.modules import EagleLayer, MedusaHeads, load_heads, save_heads
-from engine.heads.eagle_decode import EagleDecoder
-from engine.heads.paths import best_tree, expected_length, load_paths, save_paths, tree_order
+import torch.nn.functional as F
+
+from engine import cache as kv
+from engine import methods as M
+from engine.config import GenerateSpec
 from engine.loading import ModelLoadError
 from engine.proposers.base import Context
-from engine.proposers.eagle import Eagle
-from engine.proposers.medusa import Medusa
-from engine import cache as kv
-from engine.config import SamplingParams
+from engine.proposers.eagle import KV, Eagle, EagleDecoder, EagleLayer
+from engine.proposers.folder import load_state, read_config, save_module
+from engine.proposers.medusa import Medusa, MedusaHeads
+from engine.proposers.medusa.paths import best_tree, expected_length, load_paths, save_paths, tree_order
 from engine.target import Target
 from engine.tree import Draft, position_ids, tree_attention_mask
 
@@ -88,8 +90,28 @@ def test_best_tree_weighs_node_and_head_costs() -> None:
     assert best_tree([[0.0], [0.0]], 4) == [(0,)]  # heads that never hit: the smallest tree
 
 
-def _ctx(tokens, hidden, budget=64) -> Context:
-    return Context(list(tokens), SamplingParams(), budget, hidden=hidden)
+def _ctx(tokens, hidden, budget=64, k_max=None) -> Context:
+    return Context(list(tokens), GenerateSpec(method="eagle"), budget, k_max, hidden=hidden)
+
+
+def attend(layer: EagleLayer, f, e, pos, kv: KV, mask):
+    """The reference decoding path, written from the training module's own pieces: n new inputs
+    [n, H] at positions ``pos`` into kv slots kv.length..+n, ``mask`` bool [n, kv.length + n] or
+    None for causal. The engine's EagleDecoder must compute exactly this."""
+    x = layer.fc(torch.cat([f, e], dim=-1))
+    q, k, v = layer.qkv_at(x, pos)
+    n, L = x.shape[0], kv.length
+    kv.ensure(L + n)
+    kv.k[:, L:L + n], kv.v[:, L:L + n] = k, v
+    if mask is None and n > 1:
+        mask = torch.ones(n, L + n, dtype=torch.bool).tril(diagonal=L)
+    att = F.scaled_dot_product_attention(q, kv.k[:, :L + n], kv.v[:, :L + n], attn_mask=mask)
+    kv.length = L + n
+    return layer.out(x, att)
+
+
+def new_kv(layer: EagleLayer, capacity: int) -> KV:
+    return KV(layer.heads, layer.hd, capacity, layer.qkv.weight.dtype, "cpu")
 
 
 def test_medusa_fills_the_tree_with_each_heads_top_k() -> None:
@@ -121,8 +143,8 @@ def test_eagle_decoding_path_equals_training_path() -> None:
     f, e = torch.randn(1, 12, 32), torch.randn(1, 12, 32)
     with torch.no_grad():
         full = layer(f, e)[0]
-        kv = layer.new_kv(4)  # grows on demand
-        parts = [layer.attend(f[0, a:b], e[0, a:b], torch.arange(a, b), kv, None) for a, b in ((0, 5), (5, 6), (6, 12))]
+        kv = new_kv(layer, 4)  # grows on demand
+        parts = [attend(layer, f[0, a:b], e[0, a:b], torch.arange(a, b), kv, None) for a, b in ((0, 5), (5, 6), (6, 12))]
     torch.testing.assert_close(torch.cat(parts), full, atol=1e-5, rtol=1e-5)
 
 
@@ -131,17 +153,17 @@ def test_eagle_tree_node_sees_only_its_ancestors() -> None:
     layer, _, _ = _eagle(1)
     f, e = torch.randn(8, 32), torch.randn(8, 32)
     with torch.no_grad():
-        kv = layer.new_kv(16)
-        layer.attend(f[:5], e[:5], torch.arange(5), kv, None)
+        kv = new_kv(layer, 16)
+        attend(layer, f[:5], e[:5], torch.arange(5), kv, None)
         # nodes a, b (siblings at position 5), then c under b at position 6
         mask = torch.zeros(2, 7, dtype=torch.bool); mask[:, :5] = True; mask[0, 5] = mask[1, 6] = True
-        ab = layer.attend(f[5:7], e[5:7], torch.tensor([5, 5]), kv, mask)
+        ab = attend(layer, f[5:7], e[5:7], torch.tensor([5, 5]), kv, mask)
         mask = torch.zeros(1, 8, dtype=torch.bool); mask[:, :5] = True; mask[0, 6] = mask[0, 7] = True
-        c = layer.attend(f[7:8], e[7:8], torch.tensor([6]), kv, mask)
+        c = attend(layer, f[7:8], e[7:8], torch.tensor([6]), kv, mask)
         for path, node_out in (([5], ab[0:1]), ([6], ab[1:2]), ([6, 7], c)):
-            kv2 = layer.new_kv(16)
+            kv2 = new_kv(layer, 16)
             idx = list(range(5)) + path
-            ref = layer.attend(f[idx], e[idx], torch.arange(len(idx)), kv2, None)[-1:]
+            ref = attend(layer, f[idx], e[idx], torch.arange(len(idx)), kv2, None)[-1:]
             torch.testing.assert_close(node_out, ref, atol=1e-5, rtol=1e-5)
 
 
@@ -152,11 +174,11 @@ def test_eagle_decoder_equals_layer() -> None:
         layer.ln1.mul_(1.5), layer.ln2.add_(0.25)  # norm weights that are not ones must be folded in
         fast = EagleDecoder(layer)
         f, e = torch.randn(9, 32), torch.randn(9, 32)
-        kv_ref, kv_fast = layer.new_kv(4), fast.new_kv(4)
+        kv_ref, kv_fast = new_kv(layer, 4), fast.new_kv(4)
         mask = torch.zeros(2, 9, dtype=torch.bool); mask[:, :7] = True; mask[0, 7] = mask[1, 8] = True
         for a, b, pos, m in ((0, 6, torch.arange(6), None), (6, 7, torch.tensor([6]), None),
                              (7, 9, torch.tensor([7, 7]), mask)):
-            ref = layer.attend(f[a:b], e[a:b], pos, kv_ref, m)
+            ref = attend(layer, f[a:b], e[a:b], pos, kv_ref, m)
             torch.testing.assert_close(fast.attend(f[a:b], e[a:b], pos, kv_fast, m), ref, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(kv_fast.k[:, :9], kv_ref.k[:, :9], atol=1e-5, rtol=1e-5)
 
@@ -186,8 +208,7 @@ def test_eagle_respects_the_node_budget() -> None:
     eagle = Eagle(layer, embed, head, nodes=12, depth=5, beam=4, top_k=4, node_cost=0.0, expand_min=0.0)
     draft = eagle.propose(_ctx(list(range(10)), torch.randn(9, 32)))
     assert draft.n == 12 and max(draft.depths()) >= 2
-    eagle.max_nodes = 5
-    assert eagle.propose(_ctx(list(range(10)), torch.randn(9, 32))).n == 5
+    assert eagle.propose(_ctx(list(range(10)), torch.randn(9, 32), k_max=5)).n == 5  # the request's k
     assert eagle.propose(_ctx(list(range(10)), torch.randn(9, 32), budget=3)).n == 3
 
 
@@ -212,7 +233,7 @@ def test_chain_shaped_path_list_is_a_chain_and_scores_like_one(engine, prompts) 
     t = Target(engine.target.model)
     ids = engine.encode(prompts[4])[:30]
     t.prefill(ids)
-    plain = t.score(ids[-1], draft).logits
+    plain = t.score(ids[-1], draft)
     kv.truncate(t.cache, len(t.ids))  # drop the scored rows, score again with the mask
     with torch.inference_mode():  # the same chain through the explicit 4-D tree mask
         mask = tree_attention_mask(draft, len(t.ids))
@@ -222,18 +243,22 @@ def test_chain_shaped_path_list_is_a_chain_and_scores_like_one(engine, prompts) 
 
 
 def test_head_folders_round_trip_and_are_found_next_to_the_target(engine, tmp_path: Path) -> None:
-    from engine.heads.find import load_head_proposers
+    def head_proposers(root: Path) -> dict:  # what an engine built with heads_dir=root would offer
+        res = M.Resources(engine.target.model, heads_dir=root)
+        built = {n: m.build(res) for n, m in M.METHODS.items() if m.tree}
+        return {n: p for n, p in built.items() if p is not None}
+
     cfg = engine.target.model.config
     heads = MedusaHeads(cfg.hidden_size, cfg.vocab_size, 2)
-    save_heads(heads, tmp_path / "medusa", {"name": "t"})
+    save_module(heads, tmp_path / "medusa", {"name": "t"})
     save_paths(tmp_path / "medusa" / "tree.json", [[0], [0, 0]])
-    back = load_heads(tmp_path / "medusa")
+    back = load_state(MedusaHeads(**read_config(tmp_path / "medusa")), tmp_path / "medusa")
     for a, b in zip(heads.state_dict().values(), back.state_dict().values()):
         torch.testing.assert_close(a.half().float(), b)
-    assert set(load_head_proposers(tmp_path, engine.target.model)) == {"medusa"}  # no eagle/: not offered
-    save_heads(MedusaHeads(cfg.hidden_size + 1, cfg.vocab_size, 2), tmp_path / "bad" / "medusa", {})
+    assert set(head_proposers(tmp_path)) == {"medusa"}  # no eagle/: not offered
+    save_module(MedusaHeads(cfg.hidden_size + 1, cfg.vocab_size, 2), tmp_path / "bad" / "medusa", {})
     with pytest.raises(ModelLoadError, match="hidden size"):
-        load_head_proposers(tmp_path / "bad", engine.target.model)
+        head_proposers(tmp_path / "bad")
 
 
 def test_eagle_cuts_the_tree_where_predicted_speedup_peaks() -> None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine.config import GenerateSpec, SamplingParams
-from engine.heads.paths import load_paths, tree_order
+from engine.proposers.medusa.paths import load_paths, tree_order
 from engine.loading import ASSETS
 from engine.sampling import to_probs
 from tests.test_distribution import chi2_pvalue

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine.loading import DEFAULT_TARGET
-from engine.training.heads_train import HeadsOptions, train_eagle, train_medusa
+from tools.training.heads_train import HeadsOptions, train_eagle, train_medusa
 
 
 def _work(tmp_path: Path) -> Path:

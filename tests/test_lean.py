@@ -8,7 +8,7 @@ from engine.lean import LeanLlama
 
 
 def test_lean_logits_match_transformers(engine):
-    model = engine.draft.model
+    model = engine.draft_model
     assert LeanLlama.supports(model)
     lean = LeanLlama(model, capacity=16)  # small: forces the buffers to grow
     ids = list(range(200, 300))
@@ -23,5 +23,5 @@ def test_lean_logits_match_transformers(engine):
 
 def test_unsupported_architectures_fall_back(engine):
     from engine.proposers.draft import DraftModel, HFRunner
-    assert isinstance(DraftModel(engine.draft.model, lean=False).runner, HFRunner)
-    assert isinstance(engine.draft.runner, LeanLlama)
+    assert isinstance(DraftModel(engine.draft_model, lean=False).runner, HFRunner)
+    assert isinstance(engine.proposers["draft"].runner, LeanLlama)

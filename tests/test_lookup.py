@@ -1,9 +1,12 @@
 """Prompt lookup: the longest suffix n-gram's most recent earlier match, up to the budget."""
 from __future__ import annotations
 
-from engine.config import SamplingParams
+import numpy as np
+
+from engine.config import GenerateSpec
 from engine.proposers.base import Context
-from engine.proposers.lookup import PromptLookup, find_continuation
+from engine.proposers.lookup import PromptLookup
+from engine.seq import find_continuation, follow
 
 
 def test_longest_ngram_wins_and_the_most_recent_match_is_used():
@@ -22,8 +25,31 @@ def test_no_match_and_budget():
 
 
 def test_proposer_returns_a_deterministic_chain():
-    prop = PromptLookup(k=4)
-    d = prop.propose(Context([1, 2, 3, 4, 1, 2], SamplingParams(), budget=3))
+    prop, spec = PromptLookup(), GenerateSpec(method="lookup", k=4)
+    d = prop.propose(Context([1, 2, 3, 4, 1, 2], spec, budget=3, k_max=4))
     assert d.tokens.tolist() == [3, 4, 1] and d.q is None and d.is_chain
-    assert prop.propose(Context([1, 2, 3], SamplingParams(), budget=3)).n == 0
-    assert prop.propose(Context([1, 2, 1], SamplingParams(), budget=0)).n == 0
+    assert prop.propose(Context([1, 2, 3, 4, 1, 2], spec, budget=8, k_max=2)).tokens.tolist() == [3, 4]  # the request's k
+    assert prop.propose(Context([1, 2, 3], spec, budget=3, k_max=4)).n == 0
+    assert prop.propose(Context([1, 2, 1], spec, budget=0, k_max=4)).n == 0
+
+
+def test_follow_finds_the_last_occurrence_with_a_follower():
+    hay = np.array([1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2])
+    assert follow(hay, np.array([1, 2, 3]), 5) == [7, 8, 1, 2]
+    assert follow(hay, np.array([1, 2]), 1) == [3]  # the final "1 2" has no follower
+    assert follow(hay, np.array([4, 5]), 3) == []
+    assert follow(np.array([1]), np.array([1]), 3) == []
+
+
+def test_the_context_comes_first_then_the_corpus_in_order():
+    """What the language server relies on: a request's corpus (its other documents) extends lookup."""
+    spec = GenerateSpec(method="lookup", ngram_max=3, ngram_min=2)
+
+    def draft(tokens, corpus):
+        d = PromptLookup().propose(Context(tokens, spec, budget=3, k_max=4, corpus=tuple(corpus)))
+        return d.tokens.tolist(), d.q
+
+    assert draft([5, 6, 7, 1, 5, 6], [np.array([5, 6, 9, 9])]) == ([7, 1, 5], None)  # own context first
+    assert draft([1, 2, 5, 6], [np.array([5, 6, 8]), np.array([5, 6, 9])]) == ([8], None)
+    assert draft([1, 2, 3, 4], [np.array([7, 3, 4, 8, 8])]) == ([8, 8], None)
+    assert draft([1, 2, 3, 4], [np.array([9, 9])])[0] == []

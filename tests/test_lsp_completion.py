@@ -1,4 +1,4 @@
-"""Unit tests of the language server's pure logic (lsp.completion, lsp.lookup) and its command line."""
+"""Unit tests of the language server's pure logic (lsp.completion) and its command line."""
 from __future__ import annotations
 
 import subprocess
@@ -85,30 +85,6 @@ def test_options_defaults_and_validation():
                 {"temperature": -1}, {"k": 0}, {"cache": "yes"}, {"nope": 1}, [1]):
         with pytest.raises(OptionsError):
             o.updated(bad, methods)
-
-
-def test_follow_finds_the_last_occurrence_with_a_follower():
-    from lsp.lookup import follow
-    hay = np.array([1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2])
-    assert follow(hay, np.array([1, 2, 3]), 5) == [7, 8, 1, 2]
-    assert follow(hay, np.array([1, 2]), 1) == [3]  # the final "1 2" has no follower
-    assert follow(hay, np.array([4, 5]), 3) == []
-    assert follow(np.array([1]), np.array([1]), 3) == []
-
-
-def test_document_lookup_prefers_the_context_then_the_corpus_in_order():
-    from engine.config import SamplingParams
-    from engine.proposers.base import Context
-    from lsp.lookup import DocumentLookup
-
-    def draft(tokens, corpus):
-        d = DocumentLookup(4, 3, 2, corpus).propose(Context(tokens, SamplingParams(), budget=3))
-        return d.tokens.tolist(), d.q
-
-    assert draft([5, 6, 7, 1, 5, 6], [np.array([5, 6, 9, 9])]) == ([7, 1, 5], None)  # own context first
-    assert draft([1, 2, 5, 6], [np.array([5, 6, 8]), np.array([5, 6, 9])]) == ([8], None)
-    assert draft([1, 2, 3, 4], [np.array([7, 3, 4, 8, 8])]) == ([8, 8], None)
-    assert draft([1, 2, 3, 4], [np.array([9, 9])])[0] == []
 
 
 def test_cli_help_and_bad_flags():

@@ -23,7 +23,7 @@ class FakeDetok:
 
 def test_eos_inside_an_accepted_run_stops_there():
     draft = Draft.chain(torch.tensor([5, EOS, 7]))
-    verdict = Verdict(path=(0, 1, 2), token=9, bonus=True, rejected=(),
+    verdict = Verdict(path=(0, 1, 2), token=9, bonus=True,
                       tested=((0, 1.0, 1.0, True), (1, 1.0, 1.0, True), (2, 1.0, 1.0, True)))
     engine = SimpleNamespace(eos_ids={EOS})
     pieces, new, stop = _pieces(engine, draft, verdict, 1, FakeDetok(), room=100)
@@ -33,7 +33,7 @@ def test_eos_inside_an_accepted_run_stops_there():
 
 def test_length_limit_cuts_inside_a_step_and_rejections_are_shown():
     draft = Draft.chain(torch.tensor([5, 6, 7]))
-    verdict = Verdict(path=(0,), token=8, bonus=False, rejected=(1,),
+    verdict = Verdict(path=(0,), token=8, bonus=False,
                       tested=((0, 0.9, 1.0, True), (1, 0.1, 1.0, False)))
     engine = SimpleNamespace(eos_ids={EOS})
     pieces, new, stop = _pieces(engine, draft, verdict, 3, FakeDetok(), room=2)

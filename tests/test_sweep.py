@@ -1,4 +1,4 @@
-"""The k sweep (engine/bench_sweep.py, `specdec sweep`), the SVG writer and the edit-prompt builder."""
+"""The k sweep (tools/sweep.py, `specdec sweep`), the SVG writer and the edit-prompt builder."""
 from __future__ import annotations
 
 import json
@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from engine.bench_sweep import predictions, step_summary
+from tools.sweep import predictions, step_summary
 from engine.events import Stats, StepEvent
-from engine.svgplot import DASHED, Series, line_chart, nice_ticks
-from engine.training.edit_prompts import edited_copy, functions
+from tools.svgplot import DASHED, Series, line_chart, nice_ticks
+from tools.training.edit_prompts import edited_copy, functions
 from engine.theory import expected_tokens_per_position
 
 SRC = '''def area(width, height):

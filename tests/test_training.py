@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.training import corpus as C
-from engine.training.run import TrainOptions, train_all
+from tools.training import corpus as C
+from tools.training.run import TrainOptions, train_all
 
 
 def tiny_options(tmp_path: Path, steps: int) -> TrainOptions:

@@ -27,6 +27,16 @@ PENDING = 0
 Step = Callable[[int], list[int]]  # pending token -> tokens emitted by one decoding step
 
 
+def emitted(verdict: Verdict, draft: Draft) -> list[int]:
+    """The tokens a step emits: the accepted draft tokens, then the verdict's token."""
+    return [int(t) for t in draft.tokens[list(verdict.path)].tolist()] + [verdict.token]
+
+
+def rejected_nodes(verdict: Verdict) -> tuple[int, ...]:
+    """Node indices tested and rejected, in test order."""
+    return tuple(node for node, _, _, ok in verdict.tested if not ok)
+
+
 def _bigram(logits: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits, dim=-1)
 
@@ -102,7 +112,7 @@ Verifier = Callable[[Draft, torch.Tensor, torch.Generator], list[int]]  # -> emi
 
 
 def _real(draft: Draft, p: torch.Tensor, gen: torch.Generator) -> list[int]:
-    return verify(draft, p, gen).emitted(draft)
+    return emitted(verify(draft, p, gen), draft)
 
 
 def _chain_with_q_step(k: int, seed: int, verifier: Verifier = _real) -> Step:
@@ -124,7 +134,7 @@ def _fixed_draft_step(draft: Draft, seed: int) -> Step:
     tokens = draft.tokens.tolist()
 
     def step(pending: int) -> list[int]:
-        return verify(draft, P[[pending, *tokens]], gen).emitted(draft)
+        return emitted(verify(draft, P[[pending, *tokens]], gen), draft)
 
     return step
 
@@ -137,7 +147,7 @@ def _sampled_tree_step(seed: int) -> Step:
         a, b = _draw(rng, Q_CUM[pending]), _draw(rng, Q_CUM[pending])
         tokens = [a, b, _draw(rng, Q_CUM[a]), _draw(rng, Q_CUM[b])]
         draft = Draft.from_parents(tokens, [-1, -1, 0, 1], q=Q[[pending, pending, a, b]])
-        return verify(draft, P[[pending, *tokens]], gen).emitted(draft)
+        return emitted(verify(draft, P[[pending, *tokens]], gen), draft)
 
     return step
 
@@ -225,7 +235,7 @@ def test_greedy_table(
     gen = torch.Generator().manual_seed(0)
     state = gen.get_state()
     verdict = verify(draft, _one_hot_rows(argmaxes, seed=len(tokens)), gen)
-    got = (verdict.path, verdict.token, verdict.kind, verdict.rejected)
+    got = (verdict.path, verdict.token, verdict.kind, rejected_nodes(verdict))
     assert got == (path, token, kind, rejected)
     assert verdict.bonus == (kind == "bonus")
     assert all((r_x, q_x) == (float(ok), 1.0) for _, r_x, q_x, ok in verdict.tested)
@@ -247,7 +257,7 @@ def test_all_accepted_when_q_equals_p_gives_bonus_without_draws() -> None:
     xs = [sample(p[i], torch.Generator().manual_seed(i)) for i in range(3)]
     draft = Draft.chain(xs, q=p[:3])
     verdict = verify(draft, p, torch.Generator().manual_seed(11))
-    assert verdict.path == (0, 1, 2) and verdict.kind == "bonus" and verdict.rejected == ()
+    assert verdict.path == (0, 1, 2) and verdict.kind == "bonus" and rejected_nodes(verdict) == ()
     assert [ok for *_, ok in verdict.tested] == [True] * 3
     # r(x) >= q(x) everywhere, so no uniform was drawn: the one draw is the bonus from p[3].
     assert verdict.token == sample(p[3], torch.Generator().manual_seed(11))
@@ -270,7 +280,7 @@ def test_rejected_sibling_hands_its_mass_to_the_next() -> None:
     draft = Draft.from_parents([0, 1], [-1, -1])  # two deterministic candidates for one position
     for seed in range(100):
         verdict = verify(draft, p, torch.Generator().manual_seed(seed))
-        if verdict.rejected[:1] == (0,):
+        if rejected_nodes(verdict)[:1] == (0,):
             break
     assert verdict.tested[0] == (0, 0.5, 1.0, False)
     assert verdict.tested[1][:3] == (1, pytest.approx(0.6), 1.0)  # r = (0, .3, .2) / 0.5
@@ -279,9 +289,9 @@ def test_rejected_sibling_hands_its_mass_to_the_next() -> None:
 def test_empty_draft_is_a_plain_step() -> None:
     p = torch.tensor([[0.1, 0.2, 0.3, 0.4, 0.0]])
     verdict = verify(Draft.empty(), p, torch.Generator().manual_seed(0))
-    assert verdict == Verdict((), verdict.token, False, (), ()) and verdict.kind == "plain"
+    assert verdict == Verdict((), verdict.token, False, ()) and verdict.kind == "plain"
     assert verdict.token == sample(p[0], torch.Generator().manual_seed(0))
-    assert verdict.emitted(Draft.empty()) == [verdict.token]
+    assert emitted(verdict, Draft.empty()) == [verdict.token]
 
 
 def test_bad_inputs_raise() -> None:

@@ -1,37 +1,45 @@
 """The proposer interface: ``propose(ctx) -> Draft``, nothing else.
 
 Contract: a proposer sees the committed tokens (the last one is pending, not yet in the target's
-cache), the sampling parameters, a node budget and the target's hidden states from the last step.
-It returns a ``Draft`` of at most ``ctx.budget`` nodes whose ``q`` is exactly the distribution
-its tokens were sampled from after ``to_probs`` with the same parameters (invariant I3), or None
-for a deterministic draft. Proposers keep their own state (caches, acceptance estimates) as
-functions of the committed tokens, resynchronising by longest common prefix on every call: the
-engine never calls commit or rollback on them.
+cache), this request's settings (``ctx.spec``: method, k, confidence, n-gram bounds, sampling) with
+the registry's resolved cap on draft size (``ctx.k_max``: k, or the method's default for
+``k = "auto"``; None = the method's own trained budget), the room left (``ctx.budget``), the
+request's generator, the target's hidden states from the last step, and extra token sequences
+prompt lookup may copy from (``ctx.corpus``). It returns a ``Draft`` of at most ``ctx.budget``
+nodes whose ``q`` is exactly the distribution its tokens were sampled from after ``to_probs``
+with the same parameters (invariant I3), or None for a deterministic draft.
+
+Why settings travel in the context: one proposer object serves every request of an engine (it
+holds a model and caches), so nothing per request may be written onto it. Proposers keep only
+state that is a function of the committed tokens (caches, acceptance estimates), resynchronised by
+longest common prefix on every call: the engine never calls commit or rollback on them.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, Sequence
 
 import torch
 
-from ..config import SamplingParams
+from ..config import GenerateSpec, SamplingParams
 from ..tree import Draft
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
     tokens: list[int]
-    params: SamplingParams
+    spec: GenerateSpec
     budget: int
+    k_max: int | None = None
     generator: torch.Generator | None = None
     hidden: torch.Tensor | None = None
     target_ms: float | None = None
-    extra: dict = field(default_factory=dict)
+    corpus: Sequence = ()
 
     @property
-    def pending(self) -> int:
-        return self.tokens[-1]
+    def params(self) -> SamplingParams:
+        return self.spec.sampling
 
 
 class Proposer(Protocol):

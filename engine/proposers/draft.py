@@ -12,15 +12,14 @@ decayed counts of accepted tokens and of rejections, estimates the per-token acc
 alpha = accepted / (accepted + rejections) (the maximum-likelihood estimate for a geometric run
 length), measures the cost ratio c = draft forward time / target forward time, and picks the k in
 [1, k_max] that maximises the expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k (c + v) + 1)),
-v = ``verify_cost``, the extra cost of verifying one more token (0.1 of a decoding step on this
-CPU, 0 on a GPU). In one 40-prompt run, counting v took the 3,400-step draft from 1.41x to 1.42x
-and the shipped, greedy-tuned one from 1.41x to 1.48x: a more confident draft otherwise drafts
-longer than pays.
+v = ``verify_cost``, the extra cost of verifying one more token (a CPU's wider forward is not free,
+a GPU's nearly is); without it a confident draft drafts longer than pays. The request's k
+(``ctx.spec.k``) and the registry's cap for auto (``ctx.k_max``) travel with each call.
 
-``confidence`` (default 0.2 from GenerateSpec) ends the chain early at a position where the
-draft's own top probability is below it: an unsure draft token is likely rejected and costs a
-draft forward plus a wider verification. The decision uses q alone, so exactness is untouched.
-Measured on 16 shipped prompts: 1.15x at 0, 1.20x at 0.1 and 0.2, 1.18x at 0.25, 1.11x at 0.5.
+``ctx.spec.confidence`` ends the chain early at a position where the draft's own top probability
+is below it: an unsure draft token is likely rejected and costs a draft forward plus a wider
+verification. The decision uses q alone, so exactness is untouched. The measured effect of both
+knobs is in docs/bench.md.
 """
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ import torch
 from .. import cache as kv
 from ..lean import LeanLlama
 from ..sampling import sample, to_probs
-from ..target import common_prefix
+from ..seq import common_prefix, resync
 from ..theory import best_k
 from ..tree import Draft
 from .base import Context
@@ -94,30 +93,29 @@ class HFRunner:
 class DraftModel:
     name = "draft"
 
-    def __init__(self, model: torch.nn.Module, k: int | str = "auto", k_max: int = 8,
-                 vocab: int | None = None, lean: bool = True, confidence: float = 0.0,
+    def __init__(self, model: torch.nn.Module, vocab: int | None = None, lean: bool = True,
                  verify_cost: float | None = None) -> None:
         self.model = model.eval()
         on_cpu = next(model.parameters()).device.type == "cpu"
-        # extra target cost of verifying one more token, relative to a decoding step: measured ~0.1
-        # on this CPU (docs/bench.md); a GPU verifies a few more tokens almost for free
+        # the extra target cost of verifying one more token, relative to a decoding step: about 0.1
+        # on a CPU, ~0 on a GPU, which verifies a few more tokens almost for free (docs/bench.md)
         self.verify_cost = verify_cost if verify_cost is not None else (0.1 if on_cpu else 0.0)
         capacity = min(int(getattr(model.config, "max_position_embeddings", 2048)), 1024)
         use_lean = lean and LeanLlama.supports(model)
         self.runner = LeanLlama(model, capacity) if use_lean else HFRunner(model, capacity)
         self.ids: list[int] = []
-        self.k, self.k_max = k, (k_max if k == "auto" else int(k))
         self.tracker = AcceptanceTracker()
         self.step_ms: float | None = None
         self.vocab = vocab
-        self.confidence = confidence
 
-    def current_k(self, target_ms: float | None) -> int:
-        if self.k != "auto":
-            return int(self.k)
-        if not target_ms or not self.step_ms:
-            return 4
-        return best_k(self.tracker.alpha, self.step_ms / target_ms + self.verify_cost, self.k_max)
+    def current_k(self, ctx: Context) -> int:
+        """The request's fixed k, or with k = "auto" the best k up to ``ctx.k_max`` for the
+        measured alpha and cost ratio (4 until both are measured)."""
+        if ctx.spec.k != "auto":
+            return int(ctx.spec.k)
+        if not ctx.target_ms or not self.step_ms:
+            return min(4, ctx.k_max or 4)
+        return best_k(self.tracker.alpha, self.step_ms / ctx.target_ms + self.verify_cost, ctx.k_max or 8)
 
     def _logits(self, tokens: list[int]) -> torch.Tensor:
         logits = self.runner.forward(tokens).float()
@@ -127,9 +125,7 @@ class DraftModel:
     def _resync(self, tokens: list[int]) -> tuple[torch.Tensor, int]:
         """Bring the cache to ``tokens``; return the logits after the last one and how many
         tokens had to be fed."""
-        if self.runner.length != len(self.ids):  # interrupted mid-propose: start clean
-            self.ids = []
-        keep = min(common_prefix(self.ids, tokens), len(tokens) - 1)
+        keep = resync(self.ids, self.runner.length, tokens, len(tokens) - 1)  # 0 after an interrupted call
         self.runner.truncate(keep)
         self.ids = self.ids[:keep]
         return self._logits(tokens[keep:]), len(tokens) - keep
@@ -137,7 +133,8 @@ class DraftModel:
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
         self.tracker.observe(ctx.tokens)
-        k = min(self.current_k(ctx.target_ms), ctx.budget)
+        k = min(self.current_k(ctx), ctx.budget)
+        confidence = ctx.spec.confidence
         if k <= 0:
             return Draft.empty()
         t0 = time.perf_counter()
@@ -148,7 +145,7 @@ class DraftModel:
         qs: list[torch.Tensor] = []
         steps = 0
         for i in range(k):
-            if self.confidence and float(torch.softmax(logits, -1).max()) < self.confidence:
+            if confidence and float(torch.softmax(logits, -1).max()) < confidence:
                 break  # the draft is unsure: stop here (a choice made from q alone keeps exactness)
             q = to_probs(logits, ctx.params.temperature, ctx.params.top_k, ctx.params.top_p)
             x = sample(q, None if greedy else ctx.generator)

@@ -2,7 +2,7 @@
 
 Runs ``none`` and one row per (method, k) on the same prompts, interleaved, at temperature 0, and
 writes the numbers as JSON and the plot as SVG. The predictions (textbook, bench, per position,
-step cost) are defined in engine/bench_sweep.py; the comparison is in docs/theory-measured.md.
+step cost) are defined in tools/sweep.py; the comparison is in docs/theory-measured.md.
 
 examples:
   specdec sweep                                     # draft and lookup, k = 1,2,3,4,6,8, 16 prompts
@@ -15,11 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from engine.bench_args import DEFAULT_PROMPTS
+from app.args import DEFAULT_PROMPTS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from app.cli import add_model_args
+    from app.args import add_model_args
     p.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSONL prompt file (default: %(default)s)")
     p.add_argument("--limit", type=int, default=16, help="first N prompts (default: 16)")
     p.add_argument("--k", default="1,2,3,4,6,8", help="comma list of draft lengths (default: 1,2,3,4,6,8)")
@@ -38,14 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import load_engine
-    from engine.bench_sweep import add_predictions, sweep
-    from engine.bench import load_prompts
-    from engine.config import ConfigError
-    try:
-        ks = [int(k) for k in args.k.split(",")]
-    except ValueError:
-        raise ConfigError(f"--k must be a comma list of integers, got {args.k!r}") from None
+    from app.args import load_engine
+    from tools.sweep import add_predictions, sweep
+    from tools.bench import load_prompts
+    from engine.config import ConfigError, parse_k
+    ks = [parse_k(k) for k in args.k.split(",")]
+    if "auto" in ks:
+        raise ConfigError("--k: the sweep needs fixed draft lengths, not auto")
     if args.from_json is not None:
         return _write(args, add_predictions(json.loads(args.from_json.read_text(encoding="utf-8"))))
     engine = load_engine(args)
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(args: argparse.Namespace, result: dict) -> int:
-    from engine.bench_sweep import format_rows, plot
+    from tools.sweep import format_rows, plot
     print(format_rows(result))
     for path, text in ((args.json, json.dumps(result, indent=2) + "\n"), (args.svg, plot(result, args.title))):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Benchmark of the WebSocket server: its overhead over the engine alone, and throughput with 1, 4, 8 clients.
 
-Contract: ``python -m app.ws_bench [options]`` loads one engine, serves it in-process (a
+Contract: ``python -m tools.ws_bench [options]`` loads one engine, serves it in-process (a
 ``StreamServer`` on a free loopback port, its own thread and event loop) and drives it with real
 websockets clients in the same process (so the client's own parsing counts against the server).
 Overhead: for every prompt and repeat it runs, back to back in a rotating order, the engine alone
@@ -36,7 +36,7 @@ PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "code.
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m app.ws_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.ws_bench", description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=Path, default=PROMPTS, help="JSONL with a 'prompt' field per line")
     p.add_argument("--n-prompts", type=int, default=8, help="how many prompts (the first N)")
     p.add_argument("--prompt-chars", type=int, default=600, help="keep the last N characters of each prompt")
@@ -57,8 +57,9 @@ class InProcessServer:
     def __init__(self, engine, max_queue: int) -> None:
         from app.ws_protocol import Limits
         from app.ws_server import ServerConfig, StreamServer
+        from engine.local import LocalBackend
         limits = Limits(max_prompt_tokens=engine.context - 1, max_new_tokens=engine.context, max_queue=max_queue)
-        self.server = StreamServer(engine, ServerConfig("127.0.0.1", 0, None, (), limits))
+        self.server = StreamServer(LocalBackend(engine, max_queue), ServerConfig("127.0.0.1", 0, None, (), limits))
         self._ready = threading.Event()
         self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
 

@@ -1,21 +1,17 @@
 """The ``specdec bench`` command line (argument parsing only: no torch, no model, no transformers).
 
-Contract: ``add_bench_parser(subparsers, add_model_args)`` adds the ``bench`` subcommand and returns
-its parser; ``--methods`` and ``--k`` are parsed into lists here, so a typo is an argparse error
-before any model is loaded. The default prompt file is ``$SPECDEC_ASSETS/prompts/code.jsonl``
-(``<repo>/assets`` when the variable is unset): the same rule as ``engine.loading.ASSETS``,
-repeated here because ``engine.loading`` imports torch and ``specdec --help`` must stay instant.
+Contract: ``add_bench_parser(subparsers)`` adds the ``bench`` subcommand and returns its parser;
+``--methods`` and ``--k`` are parsed into lists here (through ``app.args``, the registry and the
+one k rule), so a typo is an argparse error before any model is loaded. The default prompt file is
+``$SPECDEC_ASSETS/prompts/code.jsonl``.
 """
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-METHODS = ("none", "draft", "lookup", "medusa", "eagle")
-ASSETS = Path(os.environ.get("SPECDEC_ASSETS", Path(__file__).resolve().parent.parent / "assets"))
-DEFAULT_PROMPTS = ASSETS / "prompts" / "code.jsonl"
-LOOKUP_AUTO_K = 8  # what the engine's prompt lookup uses for k="auto"
+from app.args import DEFAULT_PROMPTS, add_model_args, k_list_arg, methods_arg
+from engine.methods import METHODS, NAMES
 
 DESCRIPTION = """\
 Benchmark decoding methods against each other on the same prompts, in one process, at
@@ -58,30 +54,6 @@ threshold only adapts itself when scikit-learn is installed). The JSON records w
 """
 
 
-def parse_methods(value: str) -> list[str]:
-    names = [m.strip() for m in value.split(",") if m.strip()]
-    bad = [m for m in names if m not in METHODS]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(f"methods must be a comma list of {', '.join(METHODS)}; got {value!r}")
-    return list(dict.fromkeys(names))
-
-
-def parse_k_list(value: str) -> list[int | str]:
-    out: list[int | str] = []
-    for part in (p.strip() for p in value.split(",")):
-        if part == "auto":
-            out.append(part)
-            continue
-        try:
-            k = int(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"k must be a comma list of integers or 'auto', got {value!r}") from None
-        if not 1 <= k <= 16:
-            raise argparse.ArgumentTypeError(f"k must be in [1, 16] or 'auto', got {k}")
-        out.append(k)
-    return list(dict.fromkeys(out))
-
-
 def _positive(value: str) -> int:
     try:
         n = int(value)
@@ -102,7 +74,7 @@ def _non_negative(value: str) -> int:
     return n
 
 
-def add_bench_parser(subparsers, add_model_args) -> argparse.ArgumentParser:
+def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     b = subparsers.add_parser(
         "bench", help="tokens/s, speedup, tau and alpha of each method on the same prompts (temperature 0)",
         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,14 +91,14 @@ def add_bench_parser(subparsers, add_model_args) -> argparse.ArgumentParser:
                    help="time every (prompt, row) N times; per-prompt tok/s is the median of the "
                         "repeats, counters and totals sum over all of them (default: 1)")
     m = b.add_argument_group("methods")
-    m.add_argument("--methods", type=parse_methods, default=None, metavar="LIST",
-                   help="comma list of none, draft, lookup, medusa, eagle (default: all the loaded models allow). "
+    m.add_argument("--methods", type=methods_arg, default=None, metavar="LIST",
+                   help=f"comma list of {', '.join(NAMES)} (default: all the loaded models allow). "
                         "`none` (plain decoding, tau = 1) is always run: it is the baseline of speedup "
                         "and of `identical`")
-    m.add_argument("--k", type=parse_k_list, default=["auto"], metavar="LIST",
+    m.add_argument("--k", type=k_list_arg, default=["auto"], metavar="LIST",
                    help="draft length(s) for draft and lookup: comma list of 1-16 or auto (default: auto; "
                         f"for draft, auto adapts k to the measured alpha and c; for lookup auto means "
-                        f"{LOOKUP_AUTO_K}). Several values give one row each, named e.g. draft@k=2")
+                        f"{METHODS['lookup'].auto_k}). Several values give one row each, named e.g. draft@k=2")
     h = b.add_argument_group("Hugging Face comparison")
     h.add_argument("--compare-hf", action="store_true",
                    help="also time transformers' own generate: hf_greedy, hf_assisted (with the draft) "

@@ -1,7 +1,7 @@
 """Serve speculative code completions to editors over the Language Server Protocol (stdio or TCP).
 
 Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server, starts loading the
-models on the engine's worker thread, and serves until the client sends ``exit`` (stdio) or the
+models on the backend's model thread, and serves until the client sends ``exit`` (stdio) or the
 process is stopped (TCP). Bad flags end with a one-line error and exit status 2.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ examples:
   specdec lsp                                  # stdio, for an editor
   specdec lsp --tcp 127.0.0.1:2087             # TCP, for debugging with a client that connects
   specdec lsp --method draft --stop block
-  python -m lsp.bench --limit 10               # latency benchmark through a real LSP client
+  python -m tools.lsp_bench --limit 10               # latency benchmark through a real LSP client
 Editor set-up (Neovim, VS Code, Helix): docs/lsp.md.
 """
 
@@ -36,7 +36,7 @@ def _host_port(value: str) -> tuple[str, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from app.cli import add_model_args
+    from app.args import add_model_args
     parser.epilog = EPILOG
     parser.add_argument("--tcp", type=_host_port, default=None, metavar="HOST:PORT",
                         help="listen on TCP instead of stdio (bind 127.0.0.1 unless you mean otherwise)")
@@ -55,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import sys
 
-    from app.cli import load_engine
+    from app.args import load_engine
     from engine.config import ConfigError
 
-    from .completion import Options, OptionsError
-    from .server import create
+    from lsp.completion import Options, OptionsError
+    from lsp.server import create
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.threads < 1:

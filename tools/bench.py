@@ -46,13 +46,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, GenerateSpec, SamplingParams
-from .events import Stats
-from .theory import expected_tokens
+from engine.config import ConfigError, GenerateSpec, SamplingParams
+from engine.events import Stats
+from engine.methods import METHODS
+from engine.theory import expected_tokens
 
-LOOKUP_AUTO_K = 8
-TREE_METHODS = ("medusa", "eagle")  # drafts are trees; their cost is per step, not per token
-PER_STEP_COST = ("lookup",) + TREE_METHODS
+TREE_METHODS = tuple(n for n, m in METHODS.items() if m.tree)  # their cost is per step, not per token
+PER_STEP_COST = tuple(n for n, m in METHODS.items() if m.deterministic and m.drafts != "nothing")
 
 
 class PromptFileError(ConfigError):
@@ -94,7 +94,7 @@ def make_rows(methods: list[str], ks: list[int | str] | None = None) -> list[Row
         if m == "none":
             continue
         for k in ks:
-            k_eff = LOOKUP_AUTO_K if (m == "lookup" and k == "auto") else k
+            k_eff = METHODS[m].auto_k if (m == "lookup" and k == "auto") else k  # a fixed k: label it
             rows.append(Row(m if len(ks) == 1 else f"{m}@k={k}", m, k_eff))
     return list(dict.fromkeys(rows))
 
@@ -132,8 +132,9 @@ def run_bench(engine, prompts: list[str], rows: list[Row], max_new_tokens: int =
     greedy = SamplingParams(temperature=0.0)
     runners = {}
     for r in rows:
-        if r.method == "draft" and engine.draft is None:
-            raise ConfigError(f"row {r.name} needs a draft model (pass --draft DIR, or drop it from --methods)")
+        if r.method not in engine.methods:
+            raise ConfigError(f"row {r.name}: method {r.method} is not available here (a draft model needs "
+                              f"--draft DIR, heads need their folders), drop it from --methods")
         spec = GenerateSpec(method=r.method, k=r.k if r.k is not None else "auto",
                             max_new_tokens=max_new_tokens, sampling=greedy)
         runners[r.name] = (lambda x, spec=spec: engine.generate(x, spec))
@@ -176,7 +177,7 @@ def run_bench(engine, prompts: list[str], rows: list[Row], max_new_tokens: int =
     hf_out = {name: dict(summary[name], settings=settings) for name, (_, settings) in hf.items()}
     target = engine.target.model
     config = {"models": {"target": getattr(target, "name_or_path", None) or None,
-                         "draft": getattr(engine.draft.model, "name_or_path", None) if engine.draft else None},
+                         "draft": getattr(engine.draft_model, "name_or_path", None)},
               "device": str(engine.target.device), "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
               "max_new_tokens": max_new_tokens, "n_prompts": len(ids), "warmup": warmup, "repeats": repeats,
               "temperature": 0.0, "rows": [r.name for r in rows] + list(hf), "interleaved": True,
@@ -282,14 +283,14 @@ def format_table(result: dict) -> str:
 
 
 def main(args) -> int:
-    from .loading import DEFAULT_DRAFT, DEFAULT_TARGET
-    from .session import Engine
+    from app.args import load_engine
     prompts = load_prompts(args.prompts, args.limit)
-    draft_dir = None if args.no_draft else (args.draft or DEFAULT_DRAFT)
-    engine = Engine.load(args.target or DEFAULT_TARGET, draft_dir, device=args.device, dtype=args.dtype)
+    engine = load_engine(args)
     methods = args.methods or list(engine.methods)
-    if "draft" in methods and engine.draft is None:
-        raise ConfigError("method 'draft' needs a draft model (drop --no-draft, or leave draft out of --methods)")
+    missing = [m for m in methods if m not in engine.methods]
+    if missing:
+        raise ConfigError(f"method(s) {', '.join(missing)} not available here (available: "
+                          f"{', '.join(engine.methods)}); 'draft' needs a draft model (drop --no-draft)")
     rows = make_rows(methods, args.k)
     print(f"bench: {len(prompts)} prompts from {args.prompts}, rows: "
           f"{', '.join(r.name for r in rows)}{' + hf_*' if args.compare_hf else ''}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Latency benchmark of `specdec lsp`: completion requests replayed through a real LSP client over stdio.
 
-Usage: ``python -m lsp.bench [--limit N] [--positions P] [--methods none,lookup,draft] [--json OUT]``.
+Usage: ``python -m tools.lsp_bench [--limit N] [--positions P] [--methods none,lookup,draft] [--json OUT]``.
 
 Contract: it starts ``python -m app.cli lsp`` as a subprocess, talks to it with pygls' own
 language client, and for every held-out document (the shipped prompts, cut from files no model
@@ -142,7 +142,7 @@ def table(res: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from engine.loading import ASSETS
-    p = argparse.ArgumentParser(prog="python -m lsp.bench", description=__doc__.split("\n\n")[1],
+    p = argparse.ArgumentParser(prog="python -m tools.lsp_bench", description=__doc__.split("\n\n")[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prompts", type=Path, default=ASSETS / "prompts" / "code.jsonl", help="documents (JSONL, 'prompt')")
     p.add_argument("--limit", type=int, default=0, help="only the first N documents (default: all)")
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-args", type=str.split, default=[], help="extra `specdec lsp` flags, e.g. '--no-draft'")
     args = p.parse_args(argv)
     if not args.prompts.exists():
-        print(f"lsp.bench: error: no such file {args.prompts}", file=sys.stderr)
+        print(f"tools.lsp_bench: error: no such file {args.prompts}", file=sys.stderr)
         return 2
     res = asyncio.run(run(args))
     print(table(res))

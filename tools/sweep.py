@@ -1,6 +1,6 @@
 """Sweep the draft length k: measured against predicted speedup per k, as JSON and an SVG plot.
 
-Contract: ``sweep(engine, prompts, ks, methods, ...)`` runs ``engine.bench.run_bench`` once with a
+Contract: ``sweep(engine, prompts, ks, methods, ...)`` runs ``tools.bench.run_bench`` once with a
 row per (method, k) plus ``none``, all interleaved (every row on every prompt, the order rotating),
 after its own untimed warm-up, and records every generation so it can add, per row, predictions
 that the bench's summary cannot make (they need the draft size of every step):
@@ -17,7 +17,7 @@ that the bench's summary cannot make (they need the draft size of every step):
 with E = ``theory.expected_tokens`` and alpha = the pooled conditional acceptance rate.
 ``plot(result)`` draws speedup against k as an SVG (measured solid, per-position prediction
 dashed, the draft's textbook prediction dotted); ``format_rows`` is the text table. The command
-line is ``specdec sweep`` (app/sweep_cli.py). The draft's confidence cut-off is off by default
+line is ``specdec sweep`` (tools/sweep_cli.py). The draft's confidence cut-off is off by default
 (``--confidence 0``) so that k is the drafted length, as the theory assumes; the bench's default
 (0.2) is one flag away.
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from .theory import expected_tokens, expected_tokens_mixture
+from engine.theory import expected_tokens, expected_tokens_mixture
 
 COLOURS = {"draft": "#1f77b4", "lookup": "#d62728", "medusa": "#2ca02c", "eagle": "#9467bd"}
 
@@ -108,7 +108,7 @@ def add_predictions(result: dict) -> dict:
 
 
 def _pooled_alpha(results: list) -> float:
-    from .events import Stats
+    from engine.events import Stats
     st = Stats.total([res.stats for res in results])
     return sum(st.accepted_at) / max(1, sum(st.tested_at))
 
@@ -116,7 +116,7 @@ def _pooled_alpha(results: list) -> float:
 def sweep(engine, prompts: list[str], ks: list[int], methods: list[str], max_new_tokens: int = 128,
           warmup: int = 1, confidence: float = 0.0, progress: bool = True) -> dict:
     from .bench import make_rows, run_bench
-    from .config import GenerateSpec, SamplingParams
+    from engine.config import GenerateSpec, SamplingParams
     rec = RecordingEngine(engine, confidence)
     rows = make_rows(methods, list(ks))
     for w in range(warmup):  # untimed, unrecorded: every row once

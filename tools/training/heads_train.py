@@ -26,8 +26,10 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..heads.modules import EagleLayer, MedusaHeads, param_count, save_heads
-from ..heads.paths import best_tree, expected_length, joint_from_ranks, save_paths
+from engine.proposers.eagle import EagleLayer
+from engine.proposers.folder import param_count, save_module
+from engine.proposers.medusa import MedusaHeads
+from engine.proposers.medusa.paths import best_tree, expected_length, joint_from_ranks, save_paths
 from .heads_prep import HeadsData, feature_sets, load_target
 from .lm import Schedule, _save_state, make_optimizer
 
@@ -237,7 +239,7 @@ def train_medusa(opt: HeadsOptions) -> dict:
     save_heads(heads, opt.out / "medusa", card)
     save_paths(opt.out / "medusa" / "tree.json", paths, expected_accepted=round(e, 3), budget=opt.nodes,
                node_cost=opt.node_cost, head_cost=opt.head_cost, expected_accepted_independent=round(expected_length(paths, acc), 3),
-               chosen_by="engine.heads.paths.best_tree on the measured joint path probabilities of "
+               chosen_by="engine.proposers.medusa.paths.best_tree on the measured joint path probabilities of "
                          "held-out greedy continuations (see card.json for the per-head accuracies)")
     print(json.dumps({k: card[k] for k in card if k.startswith("heldout_top") or k.startswith("tree")}), flush=True)
     return card

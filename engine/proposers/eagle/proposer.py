@@ -33,12 +33,12 @@ from pathlib import Path
 
 import torch
 
-from .. import packed as P
-from ..heads.eagle_decode import EagleDecoder
-from ..heads.modules import EagleLayer, load_heads
-from ..target import common_prefix
-from ..tree import Draft
-from .base import Context
+from ... import packed as P
+from ...seq import resync
+from ...tree import Draft
+from ..base import Context
+from .decode import EagleDecoder
+from .layer import EagleLayer
 
 
 class Eagle:
@@ -53,7 +53,6 @@ class Eagle:
         # the target's own LM head module: its packed copy is shared, and hot after the target's step
         self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
         self.vocab = vocab
-        self.max_nodes: int | None = None  # a per-request cap (GenerateSpec.k), below ``nodes``
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.expand_min = expand_min
         self.kv = self.decoder.new_kv(capacity)
@@ -62,7 +61,7 @@ class Eagle:
     @classmethod
     def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, **kw) -> "Eagle":
         head = target.get_output_embeddings()
-        layer = load_heads(folder, head.weight.device, head.weight.dtype)
+        layer = EagleLayer.load(folder, head.weight.device, head.weight.dtype, target)
         return cls(layer, target.get_input_embeddings().weight, head, vocab, **kw)
 
     def _logp(self, feats: torch.Tensor) -> torch.Tensor:
@@ -72,7 +71,8 @@ class Eagle:
     def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """Cache the pairs of ``tokens``; return the predicted feature after the last one."""
         m = len(tokens) - 1  # pairs j = 0..m-1: (f_j, x_{j+1}); the last is (f_t, pending)
-        valid = min(max(0, common_prefix(self.ids, tokens) - 1), m - 1, self.kv.length)
+        # pair j is valid while tokens[: j + 2] agree; the last pair is always refed for its output
+        valid = max(0, resync(self.ids, self.kv.length + 1, tokens, m) - 1)
         self.kv.length = valid
         dev = self.embed.device
         f = hidden[valid:m].to(device=dev, dtype=self.embed.dtype)
@@ -83,11 +83,9 @@ class Eagle:
 
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
-        budget = min(self.nodes, ctx.budget, self.max_nodes or self.nodes)
+        budget = min(self.nodes, ctx.budget, ctx.k_max or self.nodes)
         if budget <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()
-        if self.kv.length > len(self.ids):  # an interrupted propose left draft slots: start clean
-            self.ids = []
         root = self._sync(ctx.tokens, ctx.hidden)
         m = self.kv.length
         try:
@@ -101,7 +99,6 @@ class Eagle:
         tok: list[int] = []
         par: list[int] = []
         score: list[float] = []
-        self._root_feat = root
         slots: dict[int, list[int]] = {}  # fed candidate -> kv slots of its fed ancestors and itself
         feats: dict[int, torch.Tensor] = {}  # fed candidate -> its predicted feature
         lp, idx = self._logp(root).topk(self.top_k)
@@ -111,7 +108,7 @@ class Eagle:
             expand = frontier[: self.beam]
             if not expand or math.exp(score[expand[0]]) < max(self.node_cost, self.expand_min):  # not worth it: stop
                 break
-            out = self._feed(expand, tok, par, feats, slots, m, d)
+            out = self._feed(root, expand, tok, par, feats, slots, m, d)
             lps, idxs = self._logp(out).topk(self.top_k, dim=-1)
             frontier = []
             for i, c in enumerate(expand):
@@ -127,7 +124,7 @@ class Eagle:
         score.extend(base + lp for lp in logps)
         return list(range(start, len(tok)))
 
-    def _feed(self, expand, tok, par, feats, slots, m, d) -> torch.Tensor:
+    def _feed(self, root, expand, tok, par, feats, slots, m, d) -> torch.Tensor:
         """One layer forward over the candidates ``expand`` (all at depth d) with the tree mask."""
         L, n, dev = self.kv.length, len(expand), self.embed.device
         mask = torch.zeros(n, L + n, dtype=torch.bool, device=dev)
@@ -138,7 +135,7 @@ class Eagle:
             own = slots.get(p, []) + [L + i]
             slots[c] = own
             mask[i, own] = True
-            f_in.append(feats[p] if p >= 0 else self._root_feat)
+            f_in.append(feats[p] if p >= 0 else root)
         e = self.embed[torch.tensor([tok[c] for c in expand], device=dev)]
         pos = torch.full((n,), m - 1 + d, device=dev)
         return self.decoder.attend(torch.stack(f_in), e, pos, self.kv, mask)

@@ -1,12 +1,12 @@
 """Medusa: a fixed candidate tree filled from the heads' top-k tokens (Cai et al., 2024).
 
-Contract: ``Medusa(heads, paths, vocab)`` holds the trained heads (``engine.heads.modules``) and a
-candidate tree given as index paths (``engine.heads.paths``; the shipped ``tree.json`` was chosen
+Contract: ``Medusa(heads, paths, vocab)`` holds the trained heads (``heads.py``) and a
+candidate tree given as index paths (``paths.py``; the shipped ``tree.json`` was chosen
 by ``specdec train medusa`` from held-out accuracies, a hand-written list loads the same way).
 ``propose(ctx)`` reads the target's last hidden state at the position that produced the pending
 token (``ctx.hidden[-1]``), takes each head's top-R tokens, and returns the tree with node
 ``(r_1, ..., r_d)`` holding head d's rank-r_d token, cut to the first ``budget`` nodes in tree
-order (depth, then rank: still a valid tree). The draft is deterministic (q = None), so the
+order (depth, then rank: still a valid tree), and to ``ctx.k_max`` nodes when the request sets k. The draft is deterministic (q = None), so the
 shared verifier accepts exactly and the output is the target's distribution at every
 temperature; the tokens never depend on the verifier's random numbers. Decoding reads the heads'
 weights through ``packed.Linear`` built at construction (packed ones are copies): train first, then build.
@@ -19,11 +19,11 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from .. import packed as P
-from ..heads.modules import MedusaHeads, load_heads
-from ..heads.paths import load_paths, tree_order
-from ..tree import Draft
-from .base import Context
+from ... import packed as P
+from ...tree import Draft
+from ..base import Context
+from .heads import MedusaHeads
+from .paths import load_paths, tree_order
 
 TREE_FILE = "tree.json"
 
@@ -36,13 +36,14 @@ class Medusa:
         # decoding reads snapshots of the weights, each linear on its cheaper path (packed.Linear)
         self._pairs = [(P.Linear(b.weight, b.bias), P.Linear(p.weight)) for b, p in zip(heads.block, heads.proj)]
         self.vocab = vocab
-        self.max_nodes: int | None = None
         self.set_paths(paths)
 
     @classmethod
-    def load(cls, folder: Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
-             vocab: int | None = None, tree: Path | None = None) -> "Medusa":
-        return cls(load_heads(folder, device, dtype), load_paths(tree or folder / TREE_FILE), vocab)
+    def load(cls, folder: Path, target_model: torch.nn.Module, vocab: int | None = None,
+             tree: Path | None = None) -> "Medusa":
+        w = target_model.get_output_embeddings().weight
+        heads = MedusaHeads.load(folder, w.device, w.dtype, target_model)
+        return cls(heads, load_paths(tree or Path(folder) / TREE_FILE), vocab)
 
     def set_paths(self, paths: Sequence[Sequence[int]]) -> None:
         """Use another candidate tree (index paths); raises ValueError for an invalid one."""
@@ -61,7 +62,7 @@ class Medusa:
 
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
-        n = min(self.n_nodes, ctx.budget, self.max_nodes or self.n_nodes)
+        n = min(self.n_nodes, ctx.budget, ctx.k_max or self.n_nodes)
         if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
         w = self.heads.proj[0].weight

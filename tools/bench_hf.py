@@ -46,7 +46,7 @@ def _cut(new_ids: list[int], eos_ids: set[int]) -> list[int]:
 def hf_runners(engine, assistant_tokens: int | None = None,
                lookup_tokens: int = 10) -> dict[str, tuple[Callable[[list[int], int], list[int]], dict]]:
     target = engine.target.model
-    draft = engine.draft.model if engine.draft is not None else None
+    draft = engine.draft_model
     eos = sorted(engine.eos_ids)
     pad = eos[0] if eos else None
     device = engine.target.device

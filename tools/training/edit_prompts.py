@@ -15,7 +15,7 @@ built for. Prompts longer than ``max_prompt_tokens`` are skipped, so prompt + 12
 the shipped target's 512-token window. Same installed packages -> same file (the corpus manifest's
 file-list hash, assets/corpus.json, says whether yours are the same).
 
-Run: ``python -m engine.training.edit_prompts`` (writes assets/prompts/edits.jsonl).
+Run: ``python -m tools.training.edit_prompts`` (writes assets/prompts/edits.jsonl).
 """
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def make_edit_prompts(files: list[SourceFile], tokenizer, n: int = 20, max_promp
 
 def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
-    from ..loading import DEFAULT_TARGET
+    from engine.loading import DEFAULT_TARGET
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("assets/prompts/edits.jsonl"))
     ap.add_argument("-n", type=int, default=20, help="number of prompts (default: 20)")

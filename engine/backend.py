@@ -1,0 +1,224 @@
+"""The one seam between front ends and whatever decodes: the ``Backend`` protocol and its handles.
+
+Contract. A backend offers:
+- ``methods`` (names from ``engine/methods.py`` it can run), ``limits`` (``Limits``: context window,
+  queue length, batch size, largest k) and ``capabilities`` (``Capabilities``: what it can report;
+  a remote server never sees rejected tokens or trees, and says so here so a UI can say so too);
+- ``encode(text) -> token ids``, safe to call from any thread;
+- ``submit(request) -> Handle``: validates at once (``ConfigError`` for a method it does not offer,
+  an empty prompt or one that leaves no room in the context; ``Busy`` when ``limits.max_queue``
+  requests already wait; ``ShuttingDown``) and queues the request;
+- ``cancel(handle, reason)``: a queued request ends without starting; a running one ends before
+  its next step, and the step in flight when it was cancelled is not delivered;
+- ``shutdown(timeout)``: no new requests; queued and running ones end with stop ``"shutdown"``.
+A ``Handle`` is one request's stream of ``StepEvent``s, consumed by sync iteration (``for ev in
+handle``) or async iteration (``async for ev in handle``), from any thread or event loop, by one
+consumer. Iteration ends after the last event; if decoding failed it then raises the error. After
+the end, ``handle.stop`` says why it ended: a ``StepEvent.stop`` (eos, length, context) or
+cancelled, shutdown, error. ``handle.started()`` / ``await handle.wait_started()`` say whether it
+began decoding (False: it ended in the queue). ``handle.cancel()`` is ``backend.cancel(handle)``.
+
+Why one seam: the demo, the WebSocket server and the language server each had a runner of their own
+around an engine lock. Now a backend owns the model thread (``local.LocalBackend``); a batching
+scheduler or a remote OpenAI-compatible server can implement the same protocol, and every front
+end works on each. No torch is imported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Iterator, Protocol, Sequence
+
+from .config import K_MAX, GenerateSpec
+from .events import StepEvent
+
+
+class Busy(Exception):
+    """The queue is full; try again later."""
+
+
+class ShuttingDown(Exception):
+    """The backend takes no new requests."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation: the prompt (text or token ids), its settings, extra token sequences prompt
+    lookup may copy from (honoured where ``capabilities.corpus``), and the caller's own id."""
+
+    prompt: str | Sequence[int]
+    spec: GenerateSpec
+    corpus: tuple = ()
+    id: Any = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    context: int
+    max_queue: int
+    max_batch: int = 1
+    k_max: int = K_MAX
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    fates: bool = True  # rejected tokens, and p / q of every tested token, are reported
+    trees: bool = True  # tree drafts (medusa, eagle) are decoded as trees
+    corpus: bool = True  # Request.corpus reaches prompt lookup
+
+
+class Backend(Protocol):
+    methods: tuple[str, ...]
+    limits: Limits
+    capabilities: Capabilities
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def submit(self, request: Request) -> "Handle": ...
+
+    def cancel(self, handle: "Handle", reason: str = "cancelled") -> None: ...
+
+    def shutdown(self, timeout: float | None = None) -> None: ...
+
+
+_END = object()
+
+
+@dataclass(eq=False)
+class Handle:
+    """One request on its way through a backend (see the module docstring). The attributes after
+    ``request`` are the backend's record: ``seq`` arrival order, ``steps`` engine steps computed,
+    ``steps_at_cancel`` the count when cancel arrived, ``queued_s`` the wait before decoding."""
+
+    request: Request
+    backend: Any = None
+    seq: int = -1
+    enqueued: float = field(default_factory=time.perf_counter)
+    queued_s: float | None = None
+    steps: int = 0
+    steps_at_cancel: int | None = None
+    cancel_reason: str | None = None
+    stop: str | None = None
+    error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition()
+        self._items: collections.deque = collections.deque()
+        self._state = "queued"  # queued -> running -> ended
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+
+    # -- the backend's side ---------------------------------------------------------------------
+    def _change(self, item: Any = None, state: str | None = None) -> None:
+        with self._cond:
+            if item is not None:
+                self._items.append(item)
+            if state is not None:
+                self._state = state
+            self._cond.notify_all()
+            waiters, self._waiters = self._waiters, []
+        for loop, fut in waiters:
+            try:
+                loop.call_soon_threadsafe(_wake, fut)
+            except RuntimeError:  # that loop has closed: nobody is waiting any more
+                pass
+
+    def _begin(self) -> None:
+        self.queued_s = time.perf_counter() - self.enqueued
+        self._change(state="running")
+
+    def _push(self, event: StepEvent) -> None:
+        self._change(item=event)
+
+    def _end(self, stop: str, error: BaseException | None = None) -> None:
+        self.stop, self.error = stop, error
+        self._change(item=_END, state="ended")
+
+    # -- the consumer's side --------------------------------------------------------------------
+    @property
+    def ended(self) -> bool:
+        return self._state == "ended"
+
+    def started(self) -> bool | None:
+        """True once decoding began, False if it ended in the queue, None while it waits."""
+        state = self._state
+        if state == "queued":
+            return None
+        return state == "running" or self.queued_s is not None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if self.backend is not None:
+            self.backend.cancel(self, reason)
+
+    def _take(self) -> Any:
+        item = self._items.popleft()
+        if item is _END:
+            self._items.appendleft(_END)  # iteration stays ended
+        return item
+
+    def _result(self, item: Any) -> StepEvent:
+        if item is _END:
+            if self.error is not None:
+                raise self.error
+            raise StopIteration
+        return item
+
+    def __iter__(self) -> Iterator[StepEvent]:
+        while True:
+            with self._cond:
+                while not self._items:
+                    self._cond.wait()
+                item = self._take()
+            try:
+                yield self._result(item)
+            except StopIteration:
+                return
+
+    def next_batch(self, timeout: float | None = None) -> list[StepEvent]:
+        """Every event available now, waiting up to ``timeout`` for the first; [] at the end (then
+        the error, if any, is raised) or on timeout (check ``ended``)."""
+        with self._cond:
+            if not self._items:
+                self._cond.wait(timeout)
+            out = []
+            while self._items and self._items[0] is not _END:
+                out.append(self._items.popleft())
+            at_end = bool(self._items) and self._items[0] is _END
+        if not out and at_end and self.error is not None:
+            raise self.error
+        return out
+
+    async def wait_started(self) -> bool:
+        while (began := self.started()) is None:
+            await self._wait_change(lambda: self._state != "queued")
+        return began
+
+    async def _wait_change(self, ready) -> None:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._cond:
+            if ready():
+                return
+            self._waiters.append((loop, fut))
+        await fut
+
+    def __aiter__(self) -> AsyncIterator[StepEvent]:
+        return self._aiter()
+
+    async def _aiter(self) -> AsyncIterator[StepEvent]:
+        while True:
+            await self._wait_change(lambda: bool(self._items))
+            with self._cond:
+                item = self._take()
+            try:
+                yield self._result(item)
+            except StopIteration:
+                return
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)

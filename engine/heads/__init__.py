@@ -1,1 +1,0 @@
-"""Draft heads on the target's hidden states (Medusa, EAGLE): modules, folder format, trees."""

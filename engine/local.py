@@ -1,0 +1,201 @@
+"""The in-process backend: one engine, one model thread, one fair FIFO queue.
+
+Contract (the ``Backend`` protocol of ``backend.py``): ``LocalBackend(engine, max_queue)`` or
+``LocalBackend(loader=fn, max_queue=...)``, where ``fn()`` builds the engine on the model thread
+itself (a language server answers ``initialize`` while the models load; ``wait_ready()`` /
+``await ready()`` wait for them and re-raise a load error). The model thread is the only thread
+that ever runs the engine: it takes requests first come first served, pulls each stream one step
+at a time, checks for a cancel before and after every step, and closes every generator itself, so
+cancellation and disconnection are safe at any point (invariant I6) and a request runs at most one
+more step after its cancel. ``finished`` keeps the records of the last 256 ended requests.
+
+Why a thread and a queue rather than a lock: an engine holds one request's caches, so requests
+must take turns; a lock held across ``yield`` forced every front end to pull its stream from one
+dedicated thread, and three front ends wrote three such runners. Owning the thread here means
+front ends only submit, iterate and cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import threading
+from typing import Any, Callable
+
+from .backend import Busy, Capabilities, Handle, Limits, Request, ShuttingDown
+from .config import ConfigError
+
+log = logging.getLogger("specdec.backend")
+
+
+class LocalBackend:
+    capabilities = Capabilities()
+
+    def __init__(self, engine: Any = None, max_queue: int = 16, loader: Callable[[], Any] | None = None,
+                 name: str = "specdec-engine") -> None:
+        if (engine is None) == (loader is None):
+            raise ValueError("give an engine or a loader, not both")
+        if max_queue < 1:
+            raise ValueError(f"max_queue must be >= 1, got {max_queue}")
+        self.max_queue = max_queue
+        self._engine, self._load_error = engine, None
+        self._loaded = threading.Event()
+        if engine is not None:
+            self._loaded.set()
+        self._cond = threading.Condition()
+        self._queue: collections.deque[Handle] = collections.deque()
+        self.running: Handle | None = None
+        self._closing = False
+        self._arrivals = itertools.count()
+        self.finished: collections.deque[Handle] = collections.deque(maxlen=256)
+        self._thread = threading.Thread(target=self._main, args=(loader,), name=name, daemon=True)
+        self._thread.start()
+
+    # -- readiness and what the engine offers ------------------------------------------------------
+    def wait_ready(self, timeout: float | None = None) -> Any:
+        if not self._loaded.wait(timeout):
+            raise TimeoutError("the models are still loading")
+        if self._load_error is not None:
+            raise self._load_error
+        return self._engine
+
+    async def ready(self) -> Any:
+        await asyncio.get_running_loop().run_in_executor(None, self._loaded.wait)
+        return self.wait_ready(0)
+
+    @property
+    def engine(self) -> Any:
+        return self.wait_ready()
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return self.engine.methods
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(context=self.engine.context, max_queue=self.max_queue)
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    @property
+    def idle(self) -> bool:
+        return self.running is None and not self._queue
+
+    def encode(self, text: str) -> list[int]:
+        """``engine.encode``'s token ids, through the Rust tokenizer when there is one (safe beside
+        the model thread's decoding)."""
+        tok = self.engine.tokenizer
+        backend = getattr(tok, "backend_tokenizer", None)
+        if backend is not None:
+            return backend.encode(text, add_special_tokens=False).ids
+        return tok.encode(text, add_special_tokens=False)
+
+    # -- requests -----------------------------------------------------------------------------------
+    def submit(self, request: Request) -> Handle:
+        engine = self.engine
+        if request.spec.method not in engine.methods:
+            engine.proposer(request.spec.method)  # raises ConfigError naming what is available
+        prompt = request.prompt
+        ids = self.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+        if not ids:
+            raise ConfigError("the prompt is empty")
+        if len(ids) >= engine.context:
+            raise ConfigError(f"the prompt is {len(ids)} tokens; the model's context window is {engine.context} "
+                              f"tokens and generation needs room for at least one more")
+        handle = Handle(request, self)
+        handle._ids = ids
+        with self._cond:
+            if self._closing:
+                raise ShuttingDown("the server is shutting down and takes no new requests")
+            if len(self._queue) >= self.max_queue:
+                raise Busy(f"the queue is full ({self.max_queue} requests waiting); try again later")
+            handle.seq = next(self._arrivals)
+            self._queue.append(handle)
+            self._cond.notify()
+        return handle
+
+    def cancel(self, handle: Handle, reason: str = "cancelled") -> None:
+        with self._cond:
+            queued = handle in self._queue
+            if queued:
+                self._queue.remove(handle)
+            elif handle is self.running and handle.cancel_reason is None:
+                handle.steps_at_cancel = handle.steps
+                handle.cancel_reason = reason
+        if queued:
+            self._end_unstarted(handle, reason)
+
+    def shutdown(self, timeout: float | None = 60.0) -> bool:
+        """End everything with stop "shutdown"; True once the model thread has ended."""
+        with self._cond:
+            self._closing = True
+            dropped = list(self._queue)
+            self._queue.clear()
+            run = self.running
+            if run is not None and run.cancel_reason is None:
+                run.steps_at_cancel, run.cancel_reason = run.steps, "shutdown"
+            self._cond.notify_all()
+        for handle in dropped:
+            self._end_unstarted(handle, "shutdown")
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # -- the model thread ---------------------------------------------------------------------------
+    def _end_unstarted(self, handle: Handle, reason: str) -> None:
+        handle._end(reason)
+        self.finished.append(handle)
+
+    def _main(self, loader: Callable[[], Any] | None) -> None:
+        if loader is not None:
+            try:
+                self._engine = loader()
+            except BaseException as e:  # noqa: BLE001 - re-raised to whoever waits for the engine
+                self._load_error = e
+            finally:
+                self._loaded.set()
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                handle = self.running = self._queue.popleft()
+            try:
+                self._serve(handle)
+            finally:
+                with self._cond:
+                    self.running = None
+                self.finished.append(handle)
+
+    def _serve(self, handle: Handle) -> None:
+        handle._begin()
+        req, stop, error, gen = handle.request, None, None, None
+        try:
+            gen = self._engine.stream(handle._ids, req.spec, req.corpus)
+            while stop is None:
+                if handle.cancel_reason is not None:
+                    stop = handle.cancel_reason
+                    break
+                ev = next(gen, None)
+                if ev is None:  # the loop always ends on an event with a stop; never seen
+                    stop = "error"
+                    break
+                handle.steps += 1
+                if handle.cancel_reason is not None:  # cancelled during this step: not delivered
+                    stop = handle.cancel_reason
+                    break
+                handle._push(ev)
+                stop = ev.stop
+        except Exception as e:  # one request fails, never the backend
+            if not isinstance(e, ConfigError):
+                log.exception("request %r failed", req.id)
+            stop, error = "error", e
+        finally:
+            if gen is not None:
+                gen.close()
+        handle._end(stop, error)

@@ -1,0 +1,140 @@
+"""The method registry: every drafting method's name, description, shape, defaults and factory.
+
+Contract: importing this module loads no torch (the CLI's ``--help`` reads it). Each ``Method``:
+- ``name`` and ``description`` (one line, shown by the CLI, the demo, the WebSocket ``hello`` and
+  the language server's errors);
+- ``drafts``: "nothing", "chain" or "tree"; ``deterministic``: whether q is a point mass;
+- ``auto_k``: what ``k = "auto"`` caps a draft at (an int), or None for the method's own trained
+  budget (Medusa's tree, EAGLE's node budget); ``k_means`` says what an explicit k limits;
+- ``build(res)``: the proposer for an engine's loaded ``Resources``, or None when what the method
+  needs is not there (no draft model, no heads folder), in which case the engine does not offer it.
+``k_max(method, k)`` is the one rule turning a request's k into the proposer's cap.
+``preferred(available, order)`` picks a front end's default from what an engine offers:
+``GENERATE_ORDER`` for generation (the draft model, whose fates teach the most), ``COMPLETE_ORDER``
+for editor completion (prompt lookup: the fastest on code in docs/bench.md, and no second model).
+Adding a method is one entry here plus its proposer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What an engine loaded, for the factories: the target model, the draft model (or None), the
+    folder where head folders (medusa/, eagle/) may be (or None), the shared vocabulary size."""
+
+    target_model: Any
+    draft_model: Any = None
+    heads_dir: Path | None = None
+    vocab: int | None = None
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    description: str
+    drafts: Literal["nothing", "chain", "tree"]
+    deterministic: bool
+    auto_k: int | None
+    k_means: str
+    build: Callable[[Resources], Any]
+
+    @property
+    def tree(self) -> bool:
+        return self.drafts == "tree"
+
+    def info(self) -> dict[str, Any]:
+        """JSON-ready description (the WebSocket hello, the demo's method list)."""
+        return {"name": self.name, "description": self.description, "drafts": self.drafts,
+                "deterministic": self.deterministic, "auto_k": self.auto_k, "k_means": self.k_means}
+
+
+def _none(res: Resources):
+    from .proposers.base import NoDraft
+    return NoDraft()
+
+
+def _lookup(res: Resources):
+    from .proposers.lookup import PromptLookup
+    return PromptLookup()
+
+
+def _draft(res: Resources):
+    if res.draft_model is None:
+        return None
+    from .proposers.draft import DraftModel
+    return DraftModel(res.draft_model, vocab=res.vocab)
+
+
+def _heads_folder(res: Resources, name: str) -> Path | None:
+    if res.heads_dir is None:
+        return None
+    folder = Path(res.heads_dir) / name
+    return folder if (folder / "config.json").exists() else None
+
+
+def _medusa(res: Resources):
+    folder = _heads_folder(res, "medusa")
+    if folder is None:
+        return None
+    from .proposers.medusa import Medusa
+    return _loading("medusa", folder, lambda: Medusa.load(folder, res.target_model, res.vocab))
+
+
+def _eagle(res: Resources):
+    folder = _heads_folder(res, "eagle")
+    if folder is None:
+        return None
+    from .proposers.eagle import Eagle
+    return _loading("eagle", folder, lambda: Eagle.load(folder, res.target_model, res.vocab))
+
+
+def _loading(name: str, folder: Path, load: Callable[[], Any]):
+    from .loading import ModelLoadError
+    try:
+        return load()
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise ModelLoadError(f"cannot load the {name} heads from {folder}: {e}") from e
+
+
+TOKENS = "draft tokens per step"
+NODES = "most tree nodes per step"
+METHODS: dict[str, Method] = {m.name: m for m in (
+    Method("none", "plain decoding: the baseline, through the same loop with an empty draft",
+           "nothing", True, None, "(ignored)", _none),
+    Method("draft", "a small draft model samples k tokens; exact rejection sampling with its q",
+           "chain", False, 8, TOKENS + " (auto: adaptive, up to 8)", _draft),
+    Method("lookup", "prompt lookup: copy what followed the last n-gram in the context, no model",
+           "chain", True, 8, TOKENS + " (auto: 8)", _lookup),
+    Method("medusa", "Medusa heads on the target's hidden state fill a fixed candidate tree",
+           "tree", True, None, NODES + " (auto: the trained tree)", _medusa),
+    Method("eagle", "EAGLE: one trained layer drafts the target's next feature; a dynamic tree",
+           "tree", True, None, NODES + " (auto: the trained budget)", _eagle),
+)}
+NAMES: tuple[str, ...] = tuple(METHODS)
+GENERATE_ORDER = ("draft", "none")
+COMPLETE_ORDER = ("lookup", "none")
+
+
+def k_max(method: str, k: int | str) -> int | None:
+    """The proposer's cap for a request: an explicit k, else the method's ``auto_k``."""
+    return METHODS[method].auto_k if k == "auto" else int(k)
+
+
+def preferred(available: tuple[str, ...] | list[str], order: tuple[str, ...]) -> str:
+    for name in order:
+        if name in available:
+            return name
+    return available[0] if available else order[-1]
+
+
+def describe(available: tuple[str, ...] | list[str] | None = None) -> str:
+    """One line per method, for ``--help`` texts and error messages."""
+    names = NAMES if available is None else [n for n in NAMES if n in available]
+    return "\n".join(f"  {n:<7} {METHODS[n].description}" for n in names)
