@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request
+from websockets.http11 import Request as HTTPRequest
 from websockets.protocol import State
 
 from engine.backend import Busy, Handle, Request, ShuttingDown
@@ -47,7 +47,7 @@ class ServerConfig:
     limits: proto.Limits = proto.Limits()
 
 
-def authorized(request: Request, token: str | None) -> bool:
+def authorized(request: HTTPRequest, token: str | None) -> bool:
     """True if no token is configured, or the request carries it as a Bearer header or ?token=."""
     if not token:
         return True

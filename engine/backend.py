@@ -192,18 +192,19 @@ class Handle:
         return out
 
     async def wait_started(self) -> bool:
-        while (began := self.started()) is None:
-            await self._wait_change(lambda: self._state != "queued")
-        return began
+        await self._wait_change(lambda: self._state != "queued")
+        return bool(self.started())
 
     async def _wait_change(self, ready) -> None:
+        """Return once ``ready()`` holds (checked under the lock after every change)."""
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        with self._cond:
-            if ready():
-                return
-            self._waiters.append((loop, fut))
-        await fut
+        while True:
+            fut = loop.create_future()
+            with self._cond:
+                if ready():
+                    return
+                self._waiters.append((loop, fut))
+            await fut
 
     def __aiter__(self) -> AsyncIterator[StepEvent]:
         return self._aiter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Union
 
-from .methods import NAMES as METHODS
+from . import methods as _registry
 
 K_MAX = 16
 K_HELP = f"'auto' or an integer in [1, {K_MAX}]"
@@ -91,7 +91,7 @@ def parse_k(value: Any) -> KSetting:
 
 @dataclass(frozen=True)
 class GenerateSpec:
-    """What to run: ``method`` in METHODS, ``k`` draft tokens per step (1..K_MAX or "auto"; for the
+    """What to run: ``method`` a name of the registry (engine/methods.py), ``k`` draft tokens per step (1..K_MAX or "auto"; for the
     tree methods medusa and eagle, the most tree nodes per step, "auto" = the trained budget),
     ``max_new_tokens``, prompt-lookup n-gram bounds, the draft model's ``confidence`` (it stops
     drafting at a position where its own top probability is below this; 0 = always k tokens),
@@ -106,8 +106,8 @@ class GenerateSpec:
     sampling: SamplingParams = field(default_factory=SamplingParams)
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(METHODS)}")
+        if self.method not in _registry.METHODS:
+            raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(_registry.METHODS)}")
         if self.k != "auto" and (isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k <= K_MAX):
             raise ConfigError(f"k must be {K_HELP}, got {self.k!r}")
         _check_number("max_new_tokens", self.max_new_tokens, int)

@@ -18,18 +18,20 @@ longest common prefix on every call: the engine never calls commit or rollback o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import torch
 
-from ..config import GenerateSpec, SamplingParams
 from ..tree import Draft
+
+if TYPE_CHECKING:  # types only: the registry imports the proposers, and config imports the registry
+    from ..config import GenerateSpec, SamplingParams
 
 
 @dataclass(frozen=True)
 class Context:
     tokens: list[int]
-    spec: GenerateSpec
+    spec: "GenerateSpec"
     budget: int
     k_max: int | None = None
     generator: torch.Generator | None = None
@@ -38,7 +40,7 @@ class Context:
     corpus: Sequence = ()
 
     @property
-    def params(self) -> SamplingParams:
+    def params(self) -> "SamplingParams":
         return self.spec.sampling
 
 

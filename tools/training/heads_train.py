@@ -114,12 +114,12 @@ def unrolled(layer: EagleLayer, f: torch.Tensor, e: torch.Tensor, passes: int) -
     feat = f
     for p in range(1, passes + 1):
         x = layer.fc(torch.cat([feat, e], -1))
-        q, k, v = layer._qkv(x, pos)
+        q, k, v = layer.qkv_at(x, pos)
         ks.append(k); vs.append(v)
         gap = pos[:, None] - pos[None]  # query position minus key position
         vis = [gap >= p - 1] + [gap == p - i for i in range(2, p + 1)]
         att = F.scaled_dot_product_attention(q, torch.cat(ks, -2), torch.cat(vs, -2), attn_mask=torch.cat(vis, -1))
-        out = layer._out(x, att)
+        out = layer.out(x, att)
         outs.append(out)
         feat = torch.cat([f[:, :1], out[:, :-1]], 1)  # position j gets the prediction of f_j
     return outs
@@ -236,7 +236,7 @@ def train_medusa(opt: HeadsOptions) -> dict:
                  description=f"{opt.n_heads} Medusa heads (residual SiLU block + vocabulary projection) on the "
                              "frozen target's last hidden state, self-distilled on its distributions and greedy "
                              "continuations; head k predicts the token k+1 positions ahead.")
-    save_heads(heads, opt.out / "medusa", card)
+    save_module(heads, opt.out / "medusa", card)
     save_paths(opt.out / "medusa" / "tree.json", paths, expected_accepted=round(e, 3), budget=opt.nodes,
                node_cost=opt.node_cost, head_cost=opt.head_cost, expected_accepted_independent=round(expected_length(paths, acc), 3),
                chosen_by="engine.proposers.medusa.paths.best_tree on the measured joint path probabilities of "
@@ -262,6 +262,6 @@ def train_eagle(opt: HeadsOptions) -> dict:
                              "tokens from the target's frozen LM head. Trained on feature regression plus token "
                              "KL/cross-entropy against the frozen target. Depth d accuracy uses d chained predicted "
                              "features over real context.")
-    save_heads(layer, opt.out / "eagle", card)
+    save_module(layer, opt.out / "eagle", card)
     print(json.dumps({k: card[k] for k in card if k.startswith("heldout_top")}), flush=True)
     return card
