@@ -7,10 +7,14 @@ and ``assets/prompts/edits.jsonl``, runs three rows at temperature 0 in rotating
 occurrence of the longest suffix n-gram) and ``earliest`` (the ``EarliestLookup`` proposer below,
 passed through ``Engine.stream(prompt, spec, proposer=...)``: the earliest occurrence, the rule of
 Saxena's prompt-lookup-decoding, transformers' ``PromptLookupCandidateGenerator`` and vLLM V1's
-``_find_longest_matched_ngram_and_propose_tokens``). Both lookups use n = 3 down to 2 and k = 8.
-It writes, per prompt set and row: tau (tokens per target forward), alpha (accepted / drafted),
-drafted tokens per step, the share of steps with a match, tokens/s (pooled and median per prompt)
-and ``identical`` (prompts whose tokens equal ``none``'s). tau and alpha are deterministic at
+``_find_longest_matched_ngram_and_propose_tokens``), plus ``recent_min1`` (the engine's lookup with
+single-token matches allowed). The lookups use n = 3 down to 2 (1) and k = 8. It writes, per prompt
+set and row: tau (tokens per target forward), alpha (accepted / drafted), drafted tokens per step,
+the share of steps with a match, tokens/s (pooled and median per prompt), ``identical`` (prompts
+whose tokens equal ``none``'s), and where the accepted copies came from (``from_prompt`` /
+``from_generated``: the copied span starts inside the prompt or in generated text; the span is
+re-found with the row's own rule, and ``resync_misses`` counts steps whose first drafted token
+disagrees with it, 0 when the recomputation is right). tau and alpha are deterministic at
 temperature 0; tokens/s depends on the machine's load.
 """
 from __future__ import annotations
@@ -31,19 +35,28 @@ from engine.session import Engine
 from engine.tree import Draft
 
 SETS = {"code": "assets/prompts/code.jsonl", "edits": "assets/prompts/edits.jsonl"}
-ROWS = ("none", "recent", "earliest")
+ROWS = ("none", "recent", "earliest", "recent_min1")
+RULES = {"recent": (3, 2, False), "earliest": (3, 2, True), "recent_min1": (3, 1, False)}  # n max, n min, earliest
 
 
-def earliest_continuation(tokens: list[int], ngram_max: int, ngram_min: int, budget: int) -> list[int]:
-    """Up to ``budget`` tokens after the EARLIEST earlier occurrence of the longest suffix n-gram."""
+def match_start(tokens: list[int], ngram_max: int, ngram_min: int, earliest: bool) -> int | None:
+    """Index of the first token copied after the earliest (or most recent) earlier occurrence of
+    the longest suffix n-gram, n from ``ngram_max`` down to ``ngram_min``; None when nothing matches."""
     seq = np.asarray(tokens, dtype=np.int64)
     L = len(seq)
     for n in range(min(ngram_max, L - 1), ngram_min - 1, -1):
         suffix = seq[L - n:]
-        for s in np.flatnonzero(seq[: L - n] == suffix[0]):  # ascending: the first hit is the earliest
+        hits = np.flatnonzero(seq[: L - n] == suffix[0])  # s < L - n: a token follows the match
+        for s in hits if earliest else hits[::-1]:
             if np.array_equal(seq[s:s + n], suffix):
-                return seq[s + n: s + n + budget].tolist()
-    return []
+                return int(s + n)
+    return None
+
+
+def earliest_continuation(tokens: list[int], ngram_max: int, ngram_min: int, budget: int) -> list[int]:
+    """Up to ``budget`` tokens after the EARLIEST earlier occurrence of the longest suffix n-gram."""
+    start = match_start(tokens, ngram_max, ngram_min, earliest=True)
+    return [] if start is None else list(tokens[start:start + budget])
 
 
 class EarliestLookup:
@@ -59,24 +72,44 @@ class EarliestLookup:
         return Draft.chain(torch.tensor(cont, dtype=torch.long)) if cont else Draft.empty()
 
 
+def sources(ids: list[int], events: list, rule: tuple[int, int, bool]) -> dict[str, int]:
+    """Accepted copies by where their span starts (prompt or generated), re-found with ``rule``."""
+    out = {"from_prompt": 0, "from_generated": 0, "resync_misses": 0}
+    tokens = list(ids)
+    for ev in events:
+        if ev.draft_size:
+            start = match_start(tokens, *rule)
+            drafted = [pc.token_id for pc in ev.pieces if pc.kind in ("accepted", "rejected")]
+            out["resync_misses"] += start is None or not drafted or tokens[start] != drafted[0]
+            out["from_prompt" if start is not None and start < len(ids) else "from_generated"] += sum(
+                pc.kind == "accepted" for pc in ev.pieces)
+        tokens += ev.token_ids
+    return out
+
+
 def run_one(engine: Engine, prompt: str, row: str, max_new: int) -> dict:
     spec = GenerateSpec(method="none" if row == "none" else "lookup", k="auto" if row == "none" else 8,
+                        ngram_min=1 if row == "recent_min1" else 2,
                         max_new_tokens=max_new, sampling=SamplingParams(temperature=0.0))
     events = list(engine.stream(prompt, spec, proposer=EarliestLookup() if row == "earliest" else None))
     st = events[-1].stats
+    src = sources(engine.encode(prompt), events, RULES[row]) if row in RULES else {}
     return {"tokens": [t for ev in events for t in ev.token_ids], "emitted": st.emitted, "forwards": st.target_forwards,
             "drafted": st.drafted, "accepted": st.accepted, "matched": sum(ev.draft_size > 0 for ev in events),
-            "elapsed_s": st.elapsed_s}
+            "elapsed_s": st.elapsed_s, **src}
 
 
 def summarise(res: list[dict], base: list[dict]) -> dict:
-    tot = {k: sum(r[k] for r in res) for k in ("emitted", "forwards", "drafted", "accepted", "matched", "elapsed_s")}
-    return {"tau": tot["emitted"] / tot["forwards"], "alpha": tot["accepted"] / tot["drafted"] if tot["drafted"] else None,
+    keys = ("emitted", "forwards", "drafted", "accepted", "matched", "elapsed_s", "from_prompt", "from_generated",
+            "resync_misses")
+    tot = {k: sum(r.get(k, 0) for r in res) for k in keys}
+    alpha = tot["accepted"] / tot["drafted"] if tot["drafted"] else None
+    return {"tau": tot["emitted"] / tot["forwards"], "alpha": alpha,
             "drafted_per_step": tot["drafted"] / tot["forwards"], "match_share": tot["matched"] / tot["forwards"],
             "tokens_per_s": tot["emitted"] / tot["elapsed_s"],
             "tokens_per_s_median": statistics.median(r["emitted"] / r["elapsed_s"] for r in res),
             "identical": sum(r["tokens"] == b["tokens"] for r, b in zip(res, base)), "n_prompts": len(res),
-            "total_tokens": tot["emitted"]}
+            "total_tokens": tot["emitted"], **{k: tot[k] for k in keys[-3:]}}
 
 
 def main(argv: list[str] | None = None) -> None:
