@@ -29,10 +29,24 @@ import numpy as np
 import pytest
 import torch
 
-from engine.theory import (arithmetic_factor, batch_verify_ratio, best_k, best_k_linear, best_k_per_position,
-                           break_even_alpha, expected_tokens, expected_tokens_mixture, expected_tokens_per_position,
-                           expected_tokens_tree, fit_verify_cost, neighbour_gap, optimal_k, speedup,
-                           speedup_per_position, verify_cost)
+from engine.theory import (
+    arithmetic_factor,
+    batch_verify_ratio,
+    best_k,
+    best_k_linear,
+    best_k_per_position,
+    break_even_alpha,
+    expected_tokens,
+    expected_tokens_mixture,
+    expected_tokens_per_position,
+    expected_tokens_tree,
+    fit_verify_cost,
+    neighbour_gap,
+    optimal_k,
+    speedup,
+    speedup_per_position,
+    verify_cost,
+)
 from engine.tree import Draft
 from engine.verify import verify
 
@@ -232,7 +246,8 @@ def test_linear_verify_cost_fits_the_sweep():
     rows = _sweep_rows("draft")
     ks, rs = [row["k_mean"] for row in rows], [row["r_mean"] for row in rows]
     r0, v = fit_verify_cost(ks, rs)
-    rmse = lambda pred: float(np.sqrt(np.mean([(r - p) ** 2 for r, p in zip(rs, pred)])))
+    def rmse(pred: list[float]) -> float:
+        return float(np.sqrt(np.mean([(r - p) ** 2 for r, p in zip(rs, pred)])))
     linear, constant = rmse([verify_cost(k, r0, v) for k in ks]), rmse([float(np.mean(rs))] * len(rs))
     assert v > 0.03 and 1.0 < r0 < 1.5 and linear < 0.1 and constant > 2 * linear
     alpha = float(np.mean([row["alpha_cond"] for row in rows]))
@@ -297,3 +312,12 @@ def test_batch_verify_ratio_against_the_measured_forward_cost():
         measured = t[batch * (k + 1)] / t[batch]
         assert batch_verify_ratio(batch, k, t0, t1) == pytest.approx(measured, rel=0.1)
         assert abs(measured - 1.0) > 0.02 and abs(measured - (k + 1)) > 1.0
+
+
+def test_with_r_above_one_k_equal_one_no_longer_decides_break_even():
+    """With r = 1, some k pays iff k = 1 does (alpha > c). With r > 1 a longer draft can pay where
+    k = 1 does not: sum_{i<=k} alpha^i > k c + r - 1."""
+    assert speedup(0.5, 1, 0.0, 1.6) < 1.0 < speedup(0.5, 8, 0.0, 1.6)
+    for k in (1, 8):
+        pays = sum(0.5 ** i for i in range(1, k + 1)) > k * 0.0 + 1.6 - 1
+        assert pays == (speedup(0.5, k, 0.0, 1.6) > 1.0)
