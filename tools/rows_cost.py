@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
             if rep >= 2:
                 times[n].append(dt)
             row0.setdefault(n, scored.logits[0].clone())
-    q = lambda xs, f: sorted(xs)[int(f * (len(xs) - 1))]
+    def q(xs: list[float], f: float) -> float:
+        return sorted(xs)[int(f * (len(xs) - 1))]
     out = {"config": {"prompt_tokens": len(ids), "repeats": args.repeats, "rows": list(NS),
                       "machine": {"platform": platform.platform(), "torch": torch.__version__,
                                   "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
