@@ -4,7 +4,8 @@ Contract:
 - ``theory_figure(alpha, k, c, runs)`` is a plotly figure of engine/theory.py's
   E[tokens per target forward] = (1 - alpha^(k+1)) / (1 - alpha) and walltime factor
   (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) against alpha, with this session's measured runs
-  (RunRecord) overlaid as points; ``theory_text`` states the numbers at the sliders' values.
+  (RunRecord) overlaid as points; ``theory_text`` states the numbers at the sliders' values and that
+  the walltime factor takes r = 1 (verifying k + 1 tokens as cheap as one), which a CPU does not give.
 - ``parse_weights(text, V)`` turns "5, 3, 1, 1" into a probability vector or raises ConfigError.
 - ``monte_carlo(p, q, n, seed, checkpoints)`` draws x ~ q and runs the REAL verifier
   (engine.verify.verify on an engine.tree.Draft chain of one token with its q row) n times,
@@ -36,10 +37,15 @@ PROOF_MD = r"""
    emitting y *by rejection* is **max(p - q, 0)(y)**.
 3. Add them: min(p, q)(y) + max(p - q, 0)(y) = **p(y)** for every y. ∎
 
-The acceptance rate is Σ min(p, q) = 1 - TV(p, q): the closer the draft is to the target, the more
-tokens are accepted, yet the output distribution never depends on q. The histogram on the right is
-drawn through the project's real verifier (`engine/verify.py`), the same code that checks every
-draft in the Generate view. The full derivation, chains of k tokens and trees are in
+The acceptance rate is Σ min(p, q) = 1 - TV(p, q), so a rejection happens with probability exactly
+TV(p, q): the closer the draft is to the target, the more tokens are accepted, yet the output
+distribution never depends on q. No exact rule that checks one drafted token can accept more often
+than Σ min(p, q) (at each token, P(draft = output = t) ≤ min(p(t), q(t))); verifying a whole block
+of drafted tokens jointly can (block verification, Sun et al.). q must be the distribution the draft
+really sampled from. These are Leviathan et al.'s letters; Chen et al. call the target q and the
+draft p. The histogram on the right is drawn through the project's real verifier
+(`engine/verify.py`), the same code that checks every draft in the Generate view. The full
+derivation, chains of k tokens and trees, and why Medusa's typical acceptance is not exact, are in
 `docs/theory.md`.
 """
 
@@ -49,7 +55,9 @@ def theory_text(alpha: float, k: int, c: float) -> str:
     s = speedup(alpha, k, c)
     return (f"At alpha = {alpha:.2f}, k = {k}, c = {c:.2f}: **{e:.2f} tokens per target forward**, "
             f"walltime factor **{s:.2f}x** (k c + 1 = {k * c + 1:.2f} forwards' worth of time per step). "
-            f"The best k for this alpha and c is **{best_k(alpha, c, 16)}**.")
+            f"The best k for this alpha and c is **{best_k(alpha, c, 16)}**. This takes r = 1: verifying "
+            f"k + 1 tokens costs one 1-token forward, as on a GPU with a small batch. On a CPU, or in a "
+            f"large batch, r > 1 and grows with k, which lowers the speedup (docs/theory-speedup.md).")
 
 
 def _grid(n: int = 101) -> list[float]:

@@ -1,11 +1,12 @@
 """Closed-form speedup model of speculative decoding (Leviathan et al. 2023, section 3).
 
-Notation: p target, q draft, k draft length, alpha = E[sum_x min(p(x), q(x))] the per-token
-acceptance rate, c = cost of one draft forward / cost of one target forward, r = cost of the
-target's verification forward over k + 1 tokens / cost of a 1-token target forward (1 in the
-paper, which assumes the wider forward is free; measured > 1 on a CPU). The derivations are in
-docs/theory-speedup.md; tests/test_theory.py checks every formula against a Monte Carlo
-simulation of the acceptance process.
+Notation (Leviathan et al.'s; Chen et al. 2023 swap the letters): p target, q draft, k draft
+length, alpha = E[sum_x min(p(x), q(x))] the per-token acceptance rate, c = cost of one draft
+forward / cost of one target forward, r = cost of the target's verification forward over k + 1
+tokens / cost of a 1-token target forward (1 in the paper, which assumes the wider forward is
+free; measured > 1 on a CPU, and rising with k). The derivations are in docs/theory-speedup.md;
+tests/test_theory.py says which formula is checked how (Monte Carlo of the acceptance process,
+the real verifier, exact algebra, or the measured sweep).
 
 Contract (all pure functions of floats, no torch):
 - ``expected_tokens(alpha, k)`` = E[tokens per target forward] = (1 - alpha^(k+1)) / (1 - alpha),
@@ -24,6 +25,19 @@ Contract (all pure functions of floats, no torch):
   whose draft sizes differ (prompt lookup: 0 when nothing matches, up to k when something does;
   a draft that stops at low confidence). expected_tokens is concave in k, so plugging the mean
   draft length into it overstates tau (Jensen).
+- ``neighbour_gap(alpha, k, c, r)`` = g(k) = alpha^(k+1)(k c + r) - c E_k: S(k+1) > S(k) iff
+  g(k) > 0, and g(k+1) - g(k) = -(1 - alpha) alpha^(k+1)((k+1) c + r) < 0, so S is unimodal in k.
+- A verification cost that grows with k, r(k) = r0 + v k (``verify_cost``; the draft proposer's
+  auto-k uses r0 = 1, v = ``verify_cost``): ``fit_verify_cost(ks, rs)`` is the least-squares
+  (r0, v); S(alpha, k, c, r0 + v k) = S(alpha, k, c + v, r0) = S(alpha, k, (c + v)/r0, 1) / r0,
+  so ``best_k_linear(alpha, c, r0, v)`` = ``best_k(alpha, c + v, r=r0)`` and only (c + v)/r0 matters.
+- ``expected_tokens_tree(parents, accept)`` = 1 + sum over nodes of the product of ``accept`` along
+  the node's root path, with accept[v] = P(v accepted | its parent accepted). For deterministic
+  candidates verified sibling-wise (engine/verify.py) accept[v] = p_parent(x_v), and a chain gives
+  ``expected_tokens_per_position``.
+- ``batch_verify_ratio(batch, k, t0, t1)`` = r for ``batch`` requests when a forward over n rows
+  costs t0 + t1 n: (t0 + t1 batch (k + 1)) / (t0 + t1 batch); 1 while the fixed cost dominates, k + 1
+  once the rows do (a large serving batch).
 """
 from __future__ import annotations
 
@@ -116,6 +130,54 @@ def expected_tokens_mixture(draft_sizes: Sequence[int], alphas: Sequence[float])
             per_n[n] = expected_tokens_per_position([a or 0.0 for a in list(alphas[:n]) + [0.0] * (n - len(alphas))])
         total += per_n[n]
     return total / len(draft_sizes)
+
+
+def neighbour_gap(alpha: float, k: int, c: float, r: float = 1.0) -> float:
+    """g(k) = alpha^(k+1) (k c + r) - c E_k; S(k+1) > S(k) exactly when g(k) > 0 (constant r)."""
+    return alpha ** (k + 1) * (k * c + r) - c * expected_tokens(alpha, k)
+
+
+def verify_cost(k: float, r0: float, v: float) -> float:
+    """r(k) = r0 + v k: the verification forward over k + 1 tokens, in 1-token forwards."""
+    return r0 + v * k
+
+
+def fit_verify_cost(ks: Sequence[float], rs: Sequence[float]) -> tuple[float, float]:
+    """Least-squares (r0, v) of rs = r0 + v ks (ordinary linear regression; needs two distinct ks)."""
+    n = len(ks)
+    if n != len(rs) or n < 2:
+        raise ValueError("need as many r as k, and at least two points")
+    mk, mr = sum(ks) / n, sum(rs) / n
+    sxx = sum((k - mk) ** 2 for k in ks)
+    if sxx == 0:
+        raise ValueError("need at least two distinct k")
+    v = sum((k - mk) * (r - mr) for k, r in zip(ks, rs)) / sxx
+    return mr - v * mk, v
+
+
+def best_k_linear(alpha: float, c: float, r0: float, v: float, k_max: int = 8) -> int:
+    """argmax_k of S(alpha, k, c, r0 + v k) = S(alpha, k, c + v, r0): a per-token verification cost
+    v acts like extra draft cost, the intercept r0 like the paper's fixed 1."""
+    return best_k(alpha, c + v, k_max, r0)
+
+
+def expected_tokens_tree(parents: Sequence[int], accept: Sequence[float]) -> float:
+    """1 + sum_v prod_{u on the root path of v} accept[u]; ``parents[v]`` < v, -1 = the root."""
+    if len(parents) != len(accept):
+        raise ValueError("one acceptance probability per node")
+    reach: list[float] = []
+    for v, (par, a) in enumerate(zip(parents, accept)):
+        if not -1 <= par < v:
+            raise ValueError(f"node {v}: parent {par} must be -1 or an earlier node")
+        _check_alpha(a)
+        reach.append(a * (1.0 if par < 0 else reach[par]))
+    return 1.0 + sum(reach)
+
+
+def batch_verify_ratio(batch: int, k: int, t0: float, t1: float) -> float:
+    """r when ``batch`` requests each verify k + 1 rows in one forward costing t0 + t1 * rows,
+    against the plain step of the same batch (one row each)."""
+    return (t0 + t1 * batch * (k + 1)) / (t0 + t1 * batch)
 
 
 def _table(alphas: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95),

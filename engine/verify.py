@@ -1,7 +1,9 @@
 """One verifier for every draft: chains and trees, stochastic (with q) or deterministic (q=None).
 
-Notation as in Leviathan et al. (2023) and Chen et al. (2023): p is the target distribution, q the
-draft distribution, k the number of drafted tokens, x a drafted token.
+Notation as in Leviathan et al. (2023, Algorithm 1): p is the target distribution, q the draft
+distribution, k the number of drafted tokens, x a drafted token. Chen et al. (2023, Algorithm 2)
+swap the letters: their q is the target and p the draft (accept with min(1, q/p), resample from
+(q - p)+); the algorithm is the same.
 
 Contract
 --------
@@ -17,7 +19,8 @@ node, in proposal order, with ``q_c = draft.q[c]`` (one-hot at x_c when ``draft.
 When no child is accepted, or a leaf is reached, one more token is sampled from r. The emitted
 tokens are ``[tokens[i] for i in verdict.path] + [verdict.token]``: at least one token per step.
 
-- A chain with q is Algorithm 1 of Leviathan et al. (modified rejection sampling).
+- A chain with q is Algorithm 1 of Leviathan et al. (modified rejection sampling), including the
+  extra token sampled from the last row when every draft token is accepted.
 - ``q=None`` is the deterministic case (prompt lookup; Medusa / EAGLE candidate trees): q is a
   point mass, so x_c is accepted with probability r(x_c) and the residual is r with x_c removed.
 - Why it is exact: for one candidate x ~ q_c the chance of emitting token y by acceptance is
@@ -27,9 +30,14 @@ tokens are ``[tokens[i] for i in verdict.path] + [verdict.token]``: at least one
   sampling from p one token at a time (each sibling drawn independently from its q_c given the
   context, or fixed independently of the verifier's randomness).
 
+- The rejection probability of one candidate is TV(r, q_c), and no exact single-candidate rule can
+  accept more often than sum(min(r, q_c)) (maximal coupling; docs/theory-lossless.md, section 6).
+
 Greedy decoding (temperature 0) is this same path: with one-hot p and q every ratio is 0 or >= 1,
 no uniform is drawn, and ``sample`` returns the argmax of a one-hot row, so the generator is never
-advanced.
+advanced. Greedy output equals plain decoding's exactly as long as the (k+1)-row scoring forward
+rounds the logits to the same argmax as 1-row forwards would (tested in float32 on the shipped
+models; not guaranteed for near-ties in lower precision).
 """
 from __future__ import annotations
 
