@@ -5,7 +5,7 @@ shipped models (``engine.session.Engine.load()``) and, for every prompt of ``ass
 and ``assets/prompts/edits.jsonl``, runs three rows at temperature 0 in rotating order: ``none``
 (plain decoding), ``recent`` (the engine's own ``lookup`` proposer: the most recent earlier
 occurrence of the longest suffix n-gram) and ``earliest`` (the ``EarliestLookup`` proposer below,
-passed through ``Engine.stream(prompt, spec, proposer=...)``: the earliest occurrence, the rule of
+swapped in for the engine's lookup proposer during its rows: the earliest occurrence, the rule of
 Saxena's prompt-lookup-decoding, transformers' ``PromptLookupCandidateGenerator`` and vLLM V1's
 ``_find_longest_matched_ngram_and_propose_tokens``), plus ``recent_min1`` (the engine's lookup with
 single-token matches allowed). The lookups use n = 3 down to 2 (1) and k = 8. It writes, per prompt
@@ -26,11 +26,11 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from engine.config import GenerateSpec, SamplingParams
 from engine.proposers.base import Context
+from engine.seq import find_continuation, match_start
 from engine.session import Engine
 from engine.tree import Draft
 
@@ -39,37 +39,15 @@ ROWS = ("none", "recent", "earliest", "recent_min1")
 RULES = {"recent": (3, 2, False), "earliest": (3, 2, True), "recent_min1": (3, 1, False)}  # n max, n min, earliest
 
 
-def match_start(tokens: list[int], ngram_max: int, ngram_min: int, earliest: bool) -> int | None:
-    """Index of the first token copied after the earliest (or most recent) earlier occurrence of
-    the longest suffix n-gram, n from ``ngram_max`` down to ``ngram_min``; None when nothing matches."""
-    seq = np.asarray(tokens, dtype=np.int64)
-    L = len(seq)
-    for n in range(min(ngram_max, L - 1), ngram_min - 1, -1):
-        suffix = seq[L - n:]
-        hits = np.flatnonzero(seq[: L - n] == suffix[0])  # s < L - n: a token follows the match
-        for s in hits if earliest else hits[::-1]:
-            if np.array_equal(seq[s:s + n], suffix):
-                return int(s + n)
-    return None
-
-
-def earliest_continuation(tokens: list[int], ngram_max: int, ngram_min: int, budget: int) -> list[int]:
-    """Up to ``budget`` tokens after the EARLIEST earlier occurrence of the longest suffix n-gram."""
-    start = match_start(tokens, ngram_max, ngram_min, earliest=True)
-    return [] if start is None else list(tokens[start:start + budget])
-
-
 class EarliestLookup:
-    """A deterministic (q = None) chain proposer; everything but the choice of match as the engine's."""
+    """The engine's prompt lookup with the references' choice of match: the earliest occurrence."""
 
     name = "lookup"
 
-    def __init__(self, k: int = 8, ngram_max: int = 3, ngram_min: int = 2) -> None:
-        self.k, self.ngram_max, self.ngram_min = k, ngram_max, ngram_min
-
     def propose(self, ctx: Context) -> Draft:
-        cont = earliest_continuation(ctx.tokens, self.ngram_max, self.ngram_min, min(self.k, ctx.budget))
-        return Draft.chain(torch.tensor(cont, dtype=torch.long)) if cont else Draft.empty()
+        budget = min(ctx.k_max or ctx.budget, ctx.budget)
+        cont = find_continuation(ctx.tokens, ctx.spec.ngram_max, ctx.spec.ngram_min, budget, earliest=True)
+        return Draft.chain(torch.tensor(cont, dtype=torch.long)) if cont and budget > 0 else Draft.empty()
 
 
 def sources(ids: list[int], events: list, rule: tuple[int, int, bool]) -> dict[str, int]:
@@ -91,7 +69,13 @@ def run_one(engine: Engine, prompt: str, row: str, max_new: int) -> dict:
     spec = GenerateSpec(method="none" if row == "none" else "lookup", k="auto" if row == "none" else 8,
                         ngram_min=1 if row == "recent_min1" else 2,
                         max_new_tokens=max_new, sampling=SamplingParams(temperature=0.0))
-    events = list(engine.stream(prompt, spec, proposer=EarliestLookup() if row == "earliest" else None))
+    own = engine.proposers["lookup"]
+    if row == "earliest":  # a measurement swaps the engine's lookup proposer for this row only
+        engine.proposers["lookup"] = EarliestLookup()
+    try:
+        events = list(engine.stream(prompt, spec))
+    finally:
+        engine.proposers["lookup"] = own
     st = events[-1].stats
     src = sources(engine.encode(prompt), events, RULES[row]) if row in RULES else {}
     return {"tokens": [t for ev in events for t in ev.token_ids], "emitted": st.emitted, "forwards": st.target_forwards,

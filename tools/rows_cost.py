@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
             target.commit(())
             if rep >= 2:
                 times[n].append(dt)
-            row0.setdefault(n, scored.logits[0].clone())
+            row0.setdefault(n, scored[0].clone())
     def q(xs: list[float], f: float) -> float:
         return sorted(xs)[int(f * (len(xs) - 1))]
     out = {"config": {"prompt_tokens": len(ids), "repeats": args.repeats, "rows": list(NS),
