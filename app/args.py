@@ -46,8 +46,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--draft", type=Path, default=None, help="draft model folder (default: the shipped assets/draft)")
     g.add_argument("--no-draft", action="store_true", help="load no draft model (method draft unavailable)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    g.add_argument("--dtype", default="auto",
-                   help="float32, float64, bfloat16, float16 or auto (fp32 on CPU, bf16 on CUDA)")
+    g.add_argument(
+        "--dtype", default="auto", help="float32, float64, bfloat16, float16 or auto (fp32 on CPU, bf16 on CUDA)"
+    )
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ shares the concurrency group "engine" with a limit of 1 (a backend of one engine
 request at a time, and a race must not share it). Stop is unqueued: it sets the session's stop
 event, and the run cancels its request, which the backend ends between steps.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,8 @@ from engine.methods import GENERATE_ORDER, METHODS, preferred
 
 from . import demo_render as R
 from .demo_handlers import Handlers
-from .demo_teach import PROOF_MD
 from .demo_runs import DemoSession
+from .demo_teach import PROOF_MD
 
 INTRO = """# specdec: exact speculative decoding, live
 A small **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass;
@@ -49,15 +50,23 @@ def example_prompts() -> list[tuple[str, str]]:
 def _settings(backend) -> dict[str, gr.components.Component]:
     methods = list(backend.methods)
     with gr.Row():
-        method = gr.Dropdown([(f"{m}: {METHODS[m].description}", m) for m in methods], label="method",
-                             elem_id="sd-method", value=preferred(methods, GENERATE_ORDER), scale=3)
-        k = gr.Dropdown(["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k (draft tokens per step)",
-                        scale=1)
-        temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2,
-                                elem_id="sd-temperature")
+        method = gr.Dropdown(
+            [(f"{m}: {METHODS[m].description}", m) for m in methods],
+            label="method",
+            elem_id="sd-method",
+            value=preferred(methods, GENERATE_ORDER),
+            scale=3,
+        )
+        k = gr.Dropdown(
+            ["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k (draft tokens per step)", scale=1
+        )
+        temperature = gr.Slider(
+            0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2, elem_id="sd-temperature"
+        )
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)", scale=2)
-        max_new = gr.Slider(1, backend.limits.context, value=96, step=1, label="max new tokens", scale=2,
-                            elem_id="sd-max-new")
+        max_new = gr.Slider(
+            1, backend.limits.context, value=96, step=1, label="max new tokens", scale=2, elem_id="sd-max-new"
+        )
         seed = gr.Number(value=0, precision=0, label="seed", scale=1)
     return {"method": method, "k": k, "temperature": temperature, "top_p": top_p, "max_new": max_new, "seed": seed}
 
@@ -71,23 +80,53 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
     stats = gr.HTML(R.stats_html(None), elem_id="sd-stats")
     t0 = R.Transcript()
     with gr.Row():
-        accept = gr.BarPlot(R.accept_frame(t0), x="step", y="tokens", color="series", title="accepted length per step",
-                            color_map={"accepted": "#16a34a", "not accepted": "#ef4444"}, height=240,
-                            elem_id="sd-accept-plot")
-        alpha = gr.LinePlot(R.alpha_frame(t0), x="step", y="alpha", title="running acceptance rate", y_lim=[0, 1],
-                            height=240, elem_id="sd-alpha-plot")
-        position = gr.BarPlot(R.position_frame(None), x="position", y="alpha_i", y_lim=[0, 1], tooltip="all",
-                              title="acceptance per draft position", height=240, elem_id="sd-position-plot")
+        accept = gr.BarPlot(
+            R.accept_frame(t0),
+            x="step",
+            y="tokens",
+            color="series",
+            title="accepted length per step",
+            color_map={"accepted": "#16a34a", "not accepted": "#ef4444"},
+            height=240,
+            elem_id="sd-accept-plot",
+        )
+        alpha = gr.LinePlot(
+            R.alpha_frame(t0),
+            x="step",
+            y="alpha",
+            title="running acceptance rate",
+            y_lim=[0, 1],
+            height=240,
+            elem_id="sd-alpha-plot",
+        )
+        position = gr.BarPlot(
+            R.position_frame(None),
+            x="position",
+            y="alpha_i",
+            y_lim=[0, 1],
+            tooltip="all",
+            title="acceptance per draft position",
+            height=240,
+            elem_id="sd-position-plot",
+        )
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session]
-    run.click(h.generate, inputs, [tokens, stats, accept, alpha, position], api_name="ui_generate",
-              api_visibility="private",
-              show_progress="minimal", **ENGINE)
+    run.click(
+        h.generate,
+        inputs,
+        [tokens, stats, accept, alpha, position],
+        api_name="ui_generate",
+        api_visibility="private",
+        show_progress="minimal",
+        **ENGINE,
+    )
     stop.click(h.stop, [session], None, queue=False, api_visibility="private")
 
 
 def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
-    gr.Markdown("The baseline (`none`) and the chosen method on the same prompt, seed and settings, run one after "
-                "the other (interleaved when repeated). Speedup = tokens/s of the method / tokens/s of the baseline.")
+    gr.Markdown(
+        "The baseline (`none`) and the chosen method on the same prompt, seed and settings, run one after "
+        "the other (interleaved when repeated). Speedup = tokens/s of the method / tokens/s of the baseline."
+    )
     with gr.Row():
         repeats = gr.Slider(1, 5, value=1, step=1, label="repeats (medians of interleaved runs)", scale=3)
         go = gr.Button("Race", variant="primary", elem_id="sd-race", scale=1)
@@ -97,15 +136,25 @@ def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
         left = gr.HTML("<h4>baseline (none)</h4>", elem_id="sd-race-left")
         right = gr.HTML("<h4>method</h4>", elem_id="sd-race-right")
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], repeats, session]
-    go.click(h.race, inputs, [left, right, verdict], api_name="ui_race", api_visibility="private", show_progress="minimal", **ENGINE)
+    go.click(
+        h.race,
+        inputs,
+        [left, right, verdict],
+        api_name="ui_race",
+        api_visibility="private",
+        show_progress="minimal",
+        **ENGINE,
+    )
     stop.click(h.stop, [session], None, queue=False, api_visibility="private")
 
 
 def _teach_tab(h: Handlers, session) -> tuple:
-    gr.Markdown("### (a) How fast can it be?  E[tokens per step] = (1 - alpha^(k+1)) / (1 - alpha);  "
-                "speedup = (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))\n"
-                "alpha: acceptance rate; k: draft tokens per step; c: cost of a draft forward / a target forward. "
-                "Your Generate runs appear as orange points (tau), your races as red diamonds (speedup).")
+    gr.Markdown(
+        "### (a) How fast can it be?  E[tokens per step] = (1 - alpha^(k+1)) / (1 - alpha);  "
+        "speedup = (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))\n"
+        "alpha: acceptance rate; k: draft tokens per step; c: cost of a draft forward / a target forward. "
+        "Your Generate runs appear as orange points (tau), your races as red diamonds (speedup)."
+    )
     with gr.Row():
         a = gr.Slider(0.0, 0.99, value=0.7, step=0.01, label="alpha")
         k = gr.Slider(1, K_MAX, value=4, step=1, label="k")
@@ -113,8 +162,7 @@ def _teach_tab(h: Handlers, session) -> tuple:
     figure = gr.Plot(elem_id="sd-theory-plot")
     numbers = gr.Markdown()
     for slider in (a, k, c):
-        slider.change(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private",
-                      show_progress="hidden")
+        slider.change(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private", show_progress="hidden")
     gr.Markdown("### (b) Rejection sampling is exact: a Monte Carlo check through the real verifier")
     with gr.Row():
         with gr.Column(scale=2):
@@ -131,8 +179,14 @@ def _teach_tab(h: Handlers, session) -> tuple:
         with gr.Column(scale=3):
             mc_plot = gr.Plot(elem_id="sd-mc-plot")
             mc_numbers = gr.Markdown()
-    draw.click(h.monte_carlo, [p_text, q_text, n, seed], [mc_plot, mc_numbers], api_visibility="private",
-               concurrency_limit=2, concurrency_id="teach")
+    draw.click(
+        h.monte_carlo,
+        [p_text, q_text, n, seed],
+        [mc_plot, mc_numbers],
+        api_visibility="private",
+        concurrency_limit=2,
+        concurrency_id="teach",
+    )
     return (a, k, c, figure, numbers)
 
 
@@ -143,8 +197,13 @@ def build_demo(backend) -> gr.Blocks:
         gr.Markdown(INTRO)
         examples = example_prompts()
         prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
-        gr.Examples([[p] for _, p in examples], inputs=[prompt], example_labels=[name for name, _ in examples],
-                    examples_per_page=10, label="example prompts (the shipped code set)")
+        gr.Examples(
+            [[p] for _, p in examples],
+            inputs=[prompt],
+            example_labels=[name for name, _ in examples],
+            examples_per_page=10,
+            label="example prompts (the shipped code set)",
+        )
         settings = _settings(backend)
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):

@@ -4,6 +4,7 @@ Contract: ``add_arguments(parser)`` adds --host/--port and the model options; ``
 the models once (never at import), prints the URL and serves until interrupted. gradio and torch
 are imported inside ``run`` so ``specdec --help`` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+
     parser.epilog = EPILOG
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to listen on (default: 7860)")
@@ -33,9 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.args import load_engine
+
     engine = load_engine(args)
     from app.demo import launch_demo
     from engine.local import LocalBackend
+
     print(f"specdec demo: models loaded (methods: {', '.join(engine.methods)}); starting the server ...", flush=True)
     demo, _ = launch_demo(LocalBackend(engine), args.host, args.port, prevent_thread_lock=True, quiet=True)
     print(f"specdec demo: open http://{args.host}:{demo.server_port}/  (Ctrl+C to stop)", flush=True)

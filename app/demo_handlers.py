@@ -7,12 +7,14 @@ when gradio closes the handler). Bad settings
 raise ``gr.Error`` with the engine's ConfigError message, so the page shows it and the server
 keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_payload`` dicts.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any
 
 import gradio as gr
 
@@ -33,11 +35,25 @@ class Handlers:
 
     # -- Generate ------------------------------------------------------------------------------
     def _views(self, t: R.Transcript, status: str) -> tuple:
-        return (R.transcript_html(t, status), R.stats_html(t.stats), R.accept_frame(t), R.alpha_frame(t),
-                R.position_frame(t.stats))
+        return (
+            R.transcript_html(t, status),
+            R.stats_html(t.stats),
+            R.accept_frame(t),
+            R.alpha_frame(t),
+            R.position_frame(t.stats),
+        )
 
-    def generate(self, prompt: str, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
-                 seed: Any, session: DemoSession) -> Iterator[tuple]:
+    def generate(
+        self,
+        prompt: str,
+        method: str,
+        k: Any,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: Any,
+        seed: Any,
+        session: DemoSession,
+    ) -> Iterator[tuple]:
         try:
             spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
@@ -54,17 +70,32 @@ class Handlers:
         except ConfigError as e:
             raise _page_error(e) from None
         s = t.stats
-        session.runs.append(RunRecord(method, str(spec.k), s.alpha if s else None, s.tau if s else None,
-                                      s.tokens_per_s if s else None, c=R.cost_ratio(t)))
+        session.runs.append(
+            RunRecord(
+                method,
+                str(spec.k),
+                s.alpha if s else None,
+                s.tau if s else None,
+                s.tokens_per_s if s else None,
+                c=R.cost_ratio(t),
+            )
+        )
         end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
         yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens")
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
 
-    def api_generate(self, prompt: str, method: str = "draft", k: int | str = "auto", temperature: float = 0.0,
-                     max_new_tokens: int = 64, seed: int | None = None,
-                     top_p: float = 1.0) -> Iterator[dict[str, Any]]:
+    def api_generate(
+        self,
+        prompt: str,
+        method: str = "draft",
+        k: int | str = "auto",
+        temperature: float = 0.0,
+        max_new_tokens: int = 64,
+        seed: int | None = None,
+        top_p: float = 1.0,
+    ) -> Iterator[dict[str, Any]]:
         """Stream one generation. Every update is {"pieces": [{"text", "kind", "token_id", "step",
         "position", "p", "q"}], "text", "tokens", "stats", "step", "stop", "done"} with all pieces so
         far; the last one has done = true."""
@@ -83,15 +114,28 @@ class Handlers:
         yield R.api_payload(t, done=True)
 
     # -- Race ----------------------------------------------------------------------------------
-    def race(self, prompt: str, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
-             seed: Any, repeats: Any, session: DemoSession) -> Iterator[tuple[str, str, str]]:
+    def race(
+        self,
+        prompt: str,
+        method: str,
+        k: Any,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: Any,
+        seed: Any,
+        repeats: Any,
+        session: DemoSession,
+    ) -> Iterator[tuple[str, str, str]]:
         try:
             spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise _page_error(e) from None
-        base = GenerateSpec(method="none", max_new_tokens=spec.max_new_tokens,
-                            sampling=SamplingParams(temperature, top_p=top_p, seed=spec.sampling.seed))
+        base = GenerateSpec(
+            method="none",
+            max_new_tokens=spec.max_new_tokens,
+            sampling=SamplingParams(temperature, top_p=top_p, seed=spec.sampling.seed),
+        )
         session.stop.clear()
         label = f"{method}, k={spec.k}"
         walls: dict[str, list[float]] = {"none": [], label: []}
@@ -126,10 +170,12 @@ class Handlers:
                 continue
             wall = statistics.median(walls[name])
             n = len(t.token_ids)
-            head = (f'<h4>{"baseline (none)" if name == "none" else name}</h4><div class="sd-race-meta" '
-                    f'data-wall="{wall:.4f}">wall-clock {wall * 1000:.0f} ms (median of {len(walls[name])}) · '
-                    f'{n / wall:.1f} tokens/s · tau {R._num(t.stats.tau, ".2f")} · '
-                    f'alpha {R._num(t.stats.alpha, ".2f")}</div>')
+            head = (
+                f'<h4>{"baseline (none)" if name == "none" else name}</h4><div class="sd-race-meta" '
+                f'data-wall="{wall:.4f}">wall-clock {wall * 1000:.0f} ms (median of {len(walls[name])}) · '
+                f"{n / wall:.1f} tokens/s · tau {R._num(t.stats.tau, '.2f')} · "
+                f"alpha {R._num(t.stats.alpha, '.2f')}</div>"
+            )
             cols.append(head + R.transcript_html(t))
         return cols[0], cols[1]
 
@@ -143,8 +189,10 @@ class Handlers:
         c = R.cost_ratio(m)
         session.runs.append(RunRecord(spec.method, str(spec.k), s.alpha, s.tau, tps_m, up, c))
         c_txt = f", measured c ~ {c:.2f}" if c is not None else ""
-        return (f"**Measured speedup {up:.2f}x** ({tps_m:.1f} vs {tps_b:.1f} tokens/s, medians of "
-                f"{len(walls['none'])} interleaved runs{c_txt}). {sentence}")
+        return (
+            f"**Measured speedup {up:.2f}x** ({tps_m:.1f} vs {tps_b:.1f} tokens/s, medians of "
+            f"{len(walls['none'])} interleaved runs{c_txt}). {sentence}"
+        )
 
     # -- Teach ---------------------------------------------------------------------------------
     def theory(self, alpha: float, k: Any, c: float, session: DemoSession):

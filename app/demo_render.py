@@ -11,11 +11,13 @@ Contract: the engine decides every token's fate; this module only styles it.
   ``{"pieces": [...], "text", "tokens", "stats", "step", "stop", "done"}``.
 - ``race_verdict(...)`` states whether two runs produced the same tokens (compared as token ids).
 """
+
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -38,9 +40,11 @@ KIND_HELP: dict[str, str] = {
     "plain": "ordinary decoding step (nothing drafted)",
 }
 SPAN_BASE = "border-radius:3px;padding:0 1px"
-BOX_STYLE = ("font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.55;"
-             "white-space:pre-wrap;word-break:break-word;padding:8px;border:1px solid #d0d7de;"
-             "border-radius:6px;min-height:4em;max-height:520px;overflow:auto")
+BOX_STYLE = (
+    "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.55;"
+    "white-space:pre-wrap;word-break:break-word;padding:8px;border:1px solid #d0d7de;"
+    "border-radius:6px;min-height:4em;max-height:520px;overflow:auto"
+)
 
 
 def _num(x: float | None, fmt: str = ".3f") -> str:
@@ -74,15 +78,19 @@ def visible_text(piece: Piece) -> str:
 
 def piece_span(piece: Piece) -> str:
     style = f"{SPAN_BASE};{KIND_STYLE.get(piece.kind, '')}"
-    return (f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" '
-            f'style="{style}" title="{html.escape(piece_tooltip(piece))}">'
-            f"{html.escape(visible_text(piece))}</span>")
+    return (
+        f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" '
+        f'style="{style}" title="{html.escape(piece_tooltip(piece))}">'
+        f"{html.escape(visible_text(piece))}</span>"
+    )
 
 
 def legend_html() -> str:
-    items = [f'<span class="sd-legend" style="{SPAN_BASE};{KIND_STYLE[k]}" title="{KIND_HELP[k]}">{k}</span>'
-             f'<span style="opacity:.7;font-size:12px"> {KIND_HELP[k]}</span>'
-             for k in ("accepted", "rejected", "recovered", "bonus", "plain")]
+    items = [
+        f'<span class="sd-legend" style="{SPAN_BASE};{KIND_STYLE[k]}" title="{KIND_HELP[k]}">{k}</span>'
+        f'<span style="opacity:.7;font-size:12px"> {KIND_HELP[k]}</span>'
+        for k in ("accepted", "rejected", "recovered", "bonus", "plain")
+    ]
     return '<div class="sd-legend-row" style="display:flex;flex-wrap:wrap;gap:14px">' + "".join(items) + "</div>"
 
 
@@ -107,14 +115,17 @@ class Transcript:
 
     def add(self, event: StepEvent) -> None:
         self.pieces.extend(event.pieces)
-        self.steps.append(StepRecord(event.step, event.draft_size,
-                                     sum(pc.kind == "accepted" for pc in event.pieces), len(event.emitted)))
+        self.steps.append(
+            StepRecord(
+                event.step, event.draft_size, sum(pc.kind == "accepted" for pc in event.pieces), len(event.emitted)
+            )
+        )
         self.stats = event.stats
         self.stop = event.stop
         for name, ms in event.timings_ms.items():
             self.timings_ms[name] = self.timings_ms.get(name, 0.0) + ms
 
-    def extend(self, events: Iterable[StepEvent]) -> "Transcript":
+    def extend(self, events: Iterable[StepEvent]) -> Transcript:
         for ev in events:
             self.add(ev)
         return self
@@ -139,11 +150,15 @@ def prompt_tail(prompt: str, lines: int = 4) -> str:
 
 
 def transcript_html(t: Transcript, status: str = "") -> str:
-    prompt = f'<span class="sd-prompt" style="opacity:.55">{html.escape(prompt_tail(t.prompt))}</span>' \
-        if t.prompt else ""
+    prompt = (
+        f'<span class="sd-prompt" style="opacity:.55">{html.escape(prompt_tail(t.prompt))}</span>' if t.prompt else ""
+    )
     body = "".join(piece_span(pc) for pc in t.pieces)
-    note = f'<div class="sd-status" style="font-size:12px;opacity:.75;margin-top:4px">{html.escape(status)}</div>' \
-        if status else ""
+    note = (
+        f'<div class="sd-status" style="font-size:12px;opacity:.75;margin-top:4px">{html.escape(status)}</div>'
+        if status
+        else ""
+    )
     return f'<div class="sd-stream" style="{BOX_STYLE}">{prompt}{body}</div>{note}'
 
 
@@ -151,16 +166,24 @@ def stats_summary(stats: Stats | None) -> dict[str, str]:
     """The live numbers, formatted: label -> value."""
     if stats is None:
         return {"tokens/s": "-", "tau": "-", "alpha": "-", "target forwards": "-", "steps": "-", "tokens": "-"}
-    return {"tokens/s": _num(stats.tokens_per_s, ".1f"), "tau": _num(stats.tau, ".2f"),
-            "alpha": _num(stats.alpha, ".2f"), "target forwards": str(stats.target_forwards),
-            "steps": str(stats.steps), "tokens": str(stats.emitted)}
+    return {
+        "tokens/s": _num(stats.tokens_per_s, ".1f"),
+        "tau": _num(stats.tau, ".2f"),
+        "alpha": _num(stats.alpha, ".2f"),
+        "target forwards": str(stats.target_forwards),
+        "steps": str(stats.steps),
+        "tokens": str(stats.emitted),
+    }
 
 
-STAT_HELP = {"tokens/s": "emitted tokens per second of engine time (prefill included)",
-             "tau": "tokens emitted per target forward (the baseline has 1.0)",
-             "alpha": "accepted draft tokens / drafted tokens",
-             "target forwards": "target model forward passes (one per step)",
-             "steps": "speculative steps", "tokens": "tokens emitted"}
+STAT_HELP = {
+    "tokens/s": "emitted tokens per second of engine time (prefill included)",
+    "tau": "tokens emitted per target forward (the baseline has 1.0)",
+    "alpha": "accepted draft tokens / drafted tokens",
+    "target forwards": "target model forward passes (one per step)",
+    "steps": "speculative steps",
+    "tokens": "tokens emitted",
+}
 
 
 def stats_html(stats: Stats | None) -> str:
@@ -168,7 +191,8 @@ def stats_html(stats: Stats | None) -> str:
         f'<div class="sd-stat" data-stat="{k}" title="{STAT_HELP[k]}" style="border:1px solid #d0d7de;'
         f'border-radius:6px;padding:4px 10px;min-width:84px"><div style="font-size:11px;opacity:.7">{k}</div>'
         f'<div style="font-size:20px;font-weight:600">{v}</div></div>'
-        for k, v in stats_summary(stats).items())
+        for k, v in stats_summary(stats).items()
+    )
     return f'<div class="sd-stats" style="display:flex;flex-wrap:wrap;gap:8px">{cards}</div>'
 
 
@@ -177,8 +201,9 @@ def accept_frame(t: Transcript) -> pd.DataFrame:
     rows = [{"step": s.step, "tokens": s.accepted, "series": "accepted"} for s in t.steps]
     rows += [{"step": s.step, "tokens": s.drafted - s.accepted, "series": "not accepted"} for s in t.steps]
     # both series are always present: the plot's colour legend is fixed by its first value
-    return pd.DataFrame(rows or [{"step": 0, "tokens": 0, "series": "accepted"},
-                                 {"step": 0, "tokens": 0, "series": "not accepted"}])
+    return pd.DataFrame(
+        rows or [{"step": 0, "tokens": 0, "series": "accepted"}, {"step": 0, "tokens": 0, "series": "not accepted"}]
+    )
 
 
 def alpha_frame(t: Transcript) -> pd.DataFrame:
@@ -196,15 +221,23 @@ def position_frame(stats: Stats | None) -> pd.DataFrame:
     """Acceptance per draft position i: alpha_i = accepted / drafted tokens at depth i."""
     rows: list[dict[str, Any]] = []
     if stats is not None:
-        rows = [{"position": str(i), "alpha_i": a or 0.0, "drafted": d}
-                for i, (a, d) in enumerate(zip(stats.alpha_per_position, stats.drafted_at), 1)]
+        rows = [
+            {"position": str(i), "alpha_i": a or 0.0, "drafted": d}
+            for i, (a, d) in enumerate(zip(stats.alpha_per_position, stats.drafted_at), 1)
+        ]
     return pd.DataFrame(rows or [{"position": "1", "alpha_i": 0.0, "drafted": 0}])
 
 
 def api_payload(t: Transcript, done: bool) -> dict[str, Any]:
-    return {"pieces": [pc.to_dict() for pc in t.pieces], "text": t.text, "tokens": t.token_ids,
-            "stats": t.stats.to_dict() if t.stats is not None else {},
-            "step": t.steps[-1].step if t.steps else 0, "stop": t.stop, "done": done}
+    return {
+        "pieces": [pc.to_dict() for pc in t.pieces],
+        "text": t.text,
+        "tokens": t.token_ids,
+        "stats": t.stats.to_dict() if t.stats is not None else {},
+        "step": t.steps[-1].step if t.steps else 0,
+        "stop": t.stop,
+        "done": done,
+    }
 
 
 def cost_ratio(t: Transcript) -> float | None:
@@ -220,11 +253,15 @@ def race_verdict(base: list[int], other: list[int], temperature: float) -> tuple
     same = base == other
     if temperature == 0.0:
         if same:
-            return True, (f"Temperature 0: the two outputs are identical, token for token ({len(base)} tokens). "
-                          "Speculative decoding changed the speed, not the text.")
+            return True, (
+                f"Temperature 0: the two outputs are identical, token for token ({len(base)} tokens). "
+                "Speculative decoding changed the speed, not the text."
+            )
         first = next((i for i, (a, b) in enumerate(zip(base, other)) if a != b), min(len(base), len(other)))
         return False, f"Temperature 0 but the outputs differ from token {first}: this would be a bug."
     if same:
         return True, "The two samples happen to be identical."
-    return False, ("Temperature > 0: each output is an exact sample from the target's distribution, but the "
-                   "draft consumes random numbers, so the same seed gives a different sample.")
+    return False, (
+        "Temperature > 0: each output is an exact sample from the target's distribution, but the "
+        "draft consumes random numbers, so the same seed gives a different sample."
+    )

@@ -12,12 +12,14 @@ Contract:
 - ``DemoSession`` is one browser session's state (its stop event and its measured runs); gradio
   makes one per session through ``gr.State(DemoSession)``; nothing here is shared between users.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from engine.backend import Request
 from engine.config import ConfigError, GenerateSpec, SamplingParams, parse_k
@@ -46,7 +48,7 @@ class DemoSession:
         self.stop = threading.Event()
         self.runs: list[RunRecord] = list(runs or [])
 
-    def __deepcopy__(self, memo: dict) -> "DemoSession":
+    def __deepcopy__(self, memo: dict) -> DemoSession:
         return DemoSession(self.runs)
 
 
@@ -54,16 +56,17 @@ def _to_int(x: Any) -> Any:
     return int(x) if isinstance(x, float) and x.is_integer() else x  # gr.Number sends floats
 
 
-def make_spec(backend, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any,
-              seed: Any) -> GenerateSpec:
+def make_spec(
+    backend, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any, seed: Any
+) -> GenerateSpec:
     if method not in backend.methods:
         raise ConfigError(f"method {method!r} is not available here; choose one of: {', '.join(backend.methods)}")
     max_new_tokens = _to_int(max_new_tokens)
     context = backend.limits.context
-    if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool) \
-            and not 1 <= max_new_tokens <= context:
-        raise ConfigError(f"max_new_tokens must be in [1, {context}] (the model's context window), "
-                          f"got {max_new_tokens}")
+    if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool) and not 1 <= max_new_tokens <= context:
+        raise ConfigError(
+            f"max_new_tokens must be in [1, {context}] (the model's context window), got {max_new_tokens}"
+        )
     seed = None if seed is None or seed == "" else _to_int(seed)
     sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed)
     return GenerateSpec(method=method, k=parse_k(k), max_new_tokens=max_new_tokens, sampling=sampling)
@@ -78,8 +81,15 @@ def check_prompt(prompt: Any) -> str:
 class Run:
     """One request through the backend, streamed in batches; see the module docstring."""
 
-    def __init__(self, backend, prompt: str, spec: GenerateSpec, stop: threading.Event | None = None,
-                 min_interval_s: float = 0.04, poll_s: float = 0.05) -> None:
+    def __init__(
+        self,
+        backend,
+        prompt: str,
+        spec: GenerateSpec,
+        stop: threading.Event | None = None,
+        min_interval_s: float = 0.04,
+        poll_s: float = 0.05,
+    ) -> None:
         self.backend, self.prompt, self.spec = backend, prompt, spec
         self.stop = stop or threading.Event()
         self.min_interval_s, self.poll_s = min_interval_s, poll_s

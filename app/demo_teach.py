@@ -13,10 +13,11 @@ Contract:
   page can show the histogram converging to p.
 - ``mc_figure(state, p, q)`` is the histogram beside p and q, and total variation against n.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -53,11 +54,13 @@ derivation, chains of k tokens and trees, and why Medusa's typical acceptance is
 def theory_text(alpha: float, k: int, c: float) -> str:
     e = expected_tokens(alpha, k)
     s = speedup(alpha, k, c)
-    return (f"At alpha = {alpha:.2f}, k = {k}, c = {c:.2f}: **{e:.2f} tokens per target forward**, "
-            f"walltime factor **{s:.2f}x** (k c + 1 = {k * c + 1:.2f} forwards' worth of time per step). "
-            f"The best k for this alpha and c is **{best_k(alpha, c, 16)}**. This takes r = 1: verifying "
-            f"k + 1 tokens costs one 1-token forward, as on a GPU with a small batch. On a CPU, or in a "
-            f"large batch, r > 1 and grows with k, which lowers the speedup (docs/theory-speedup.md).")
+    return (
+        f"At alpha = {alpha:.2f}, k = {k}, c = {c:.2f}: **{e:.2f} tokens per target forward**, "
+        f"walltime factor **{s:.2f}x** (k c + 1 = {k * c + 1:.2f} forwards' worth of time per step). "
+        f"The best k for this alpha and c is **{best_k(alpha, c, 16)}**. This takes r = 1: verifying "
+        f"k + 1 tokens costs one 1-token forward, as on a GPU with a small batch. On a CPU, or in a "
+        f"large batch, r > 1 and grows with k, which lowers the speedup (docs/theory-speedup.md)."
+    )
 
 
 def _grid(n: int = 101) -> list[float]:
@@ -66,31 +69,82 @@ def _grid(n: int = 101) -> list[float]:
 
 def theory_figure(alpha: float, k: int, c: float, runs: list[RunRecord]) -> go.Figure:
     xs = _grid()
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per target forward (tau)",
-                                                        "walltime speedup"))
-    fig.add_trace(go.Scatter(x=xs, y=[expected_tokens(a, k) for a in xs], mode="lines",
-                             name=f"theory, k={k}", line={"color": "#2563eb"}), row=1, col=1)
-    fig.add_trace(go.Scatter(x=xs, y=[speedup(a, k, c) for a in xs], mode="lines",
-                             name=f"theory, k={k}, c={c:.2f}", line={"color": "#16a34a"}), row=1, col=2)
-    fig.add_trace(go.Scatter(x=[alpha], y=[expected_tokens(alpha, k)], mode="markers", name="sliders",
-                             marker={"size": 11, "color": "#2563eb", "symbol": "x"}, showlegend=False), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[alpha], y=[speedup(alpha, k, c)], mode="markers", name="sliders",
-                             marker={"size": 11, "color": "#16a34a", "symbol": "x"}, showlegend=False), row=1, col=2)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per target forward (tau)", "walltime speedup"))
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=[expected_tokens(a, k) for a in xs], mode="lines", name=f"theory, k={k}", line={"color": "#2563eb"}
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[speedup(a, k, c) for a in xs],
+            mode="lines",
+            name=f"theory, k={k}, c={c:.2f}",
+            line={"color": "#16a34a"},
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[alpha],
+            y=[expected_tokens(alpha, k)],
+            mode="markers",
+            name="sliders",
+            marker={"size": 11, "color": "#2563eb", "symbol": "x"},
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[alpha],
+            y=[speedup(alpha, k, c)],
+            mode="markers",
+            name="sliders",
+            marker={"size": 11, "color": "#16a34a", "symbol": "x"},
+            showlegend=False,
+        ),
+        row=1,
+        col=2,
+    )
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888", row=1, col=2)
     measured = [r for r in runs if r.alpha is not None]
     if measured:
-        fig.add_trace(go.Scatter(x=[r.alpha for r in measured], y=[r.tau for r in measured], mode="markers",
-                                 name="your runs (tau)", marker={"size": 9, "color": "#f97316"},
-                                 text=[f"{r.method}, k={r.k}" for r in measured]), row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=[r.alpha for r in measured],
+                y=[r.tau for r in measured],
+                mode="markers",
+                name="your runs (tau)",
+                marker={"size": 9, "color": "#f97316"},
+                text=[f"{r.method}, k={r.k}" for r in measured],
+            ),
+            row=1,
+            col=1,
+        )
     raced = [r for r in measured if r.speedup is not None]
     if raced:
-        fig.add_trace(go.Scatter(x=[r.alpha for r in raced], y=[r.speedup for r in raced], mode="markers",
-                                 name="your races (speedup)", marker={"size": 9, "color": "#dc2626", "symbol": "diamond"},
-                                 text=[f"{r.method}, k={r.k}, c~{r.c:.2f}" if r.c is not None else f"{r.method}, k={r.k}"
-                                       for r in raced]), row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=[r.alpha for r in raced],
+                y=[r.speedup for r in raced],
+                mode="markers",
+                name="your races (speedup)",
+                marker={"size": 9, "color": "#dc2626", "symbol": "diamond"},
+                text=[
+                    f"{r.method}, k={r.k}, c~{r.c:.2f}" if r.c is not None else f"{r.method}, k={r.k}" for r in raced
+                ],
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_xaxes(title_text="acceptance rate alpha", range=[0, 1])
-    fig.update_layout(height=380, margin={"l": 40, "r": 10, "t": 40, "b": 40},
-                      legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(height=380, margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.25})
     return fig
 
 
@@ -132,6 +186,7 @@ def monte_carlo(p: list[float], q: list[float], n: int, seed: int) -> Iterator[M
 
     from engine.tree import Draft
     from engine.verify import verify
+
     if len(p) != len(q):
         raise ConfigError(f"p has {len(p)} weights but q has {len(q)}: they share one vocabulary")
     pt, qt = torch.tensor(p, dtype=torch.float32), torch.tensor(q, dtype=torch.float32)
@@ -154,26 +209,54 @@ def monte_carlo(p: list[float], q: list[float], n: int, seed: int) -> Iterator[M
 
 def mc_figure(state: McState, p: list[float], q: list[float]) -> go.Figure:
     names = [f"t{i}" for i in range(len(p))]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4],
-                        subplot_titles=(f"emitted tokens after {state.n} draws", "distance to p"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.6, 0.4],
+        subplot_titles=(f"emitted tokens after {state.n} draws", "distance to p"),
+    )
     fig.add_trace(go.Bar(x=names, y=p, name="target p", marker_color="#16a34a"), row=1, col=1)
     fig.add_trace(go.Bar(x=names, y=q, name="draft q", marker_color="#9ca3af"), row=1, col=1)
     fig.add_trace(go.Bar(x=names, y=state.empirical(), name="verifier output", marker_color="#2563eb"), row=1, col=1)
     if state.curve:
-        fig.add_trace(go.Scatter(x=[n for n, _ in state.curve], y=[d for _, d in state.curve], mode="lines+markers",
-                                 name="TV(output, p)", line={"color": "#2563eb"}), row=1, col=2)
-        fig.add_trace(go.Scatter(x=[state.curve[0][0], state.curve[-1][0]], y=[tv(q, p)] * 2, mode="lines",
-                                 name="TV(q, p): draft alone", line={"color": "#9ca3af", "dash": "dash"}), row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=[n for n, _ in state.curve],
+                y=[d for _, d in state.curve],
+                mode="lines+markers",
+                name="TV(output, p)",
+                line={"color": "#2563eb"},
+            ),
+            row=1,
+            col=2,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[state.curve[0][0], state.curve[-1][0]],
+                y=[tv(q, p)] * 2,
+                mode="lines",
+                name="TV(q, p): draft alone",
+                line={"color": "#9ca3af", "dash": "dash"},
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_xaxes(type="log", title_text="draws n", row=1, col=2)
     fig.update_yaxes(title_text="probability", row=1, col=1)
-    fig.update_layout(barmode="group", height=360, margin={"l": 40, "r": 10, "t": 40, "b": 40},
-                      legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(
+        barmode="group",
+        height=360,
+        margin={"l": 40, "r": 10, "t": 40, "b": 40},
+        legend={"orientation": "h", "y": -0.25},
+    )
     return fig
 
 
 def mc_text(state: McState, p: list[float], q: list[float]) -> str:
     rate = state.accepted / state.n if state.n else 0.0
     expect = sum(min(a, b) for a, b in zip(p, q))
-    return (f"{state.n} draws through the verifier: acceptance rate **{rate:.3f}** (theory Σ min(p, q) = "
-            f"{expect:.3f}); total variation to p **{tv(state.empirical(), p):.4f}** (sampling noise shrinks like "
-            f"1/√n), while the draft alone would be {tv(q, p):.3f} away.")
+    return (
+        f"{state.n} draws through the verifier: acceptance rate **{rate:.3f}** (theory Σ min(p, q) = "
+        f"{expect:.3f}); total variation to p **{tv(state.empirical(), p):.4f}** (sampling noise shrinks like "
+        f"1/√n), while the draft alone would be {tv(q, p):.3f} away."
+    )

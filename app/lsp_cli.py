@@ -4,6 +4,7 @@ Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server, st
 models on the backend's model thread, and serves until the client sends ``exit`` (stdio) or the
 process is stopped (TCP). Bad flags end with a one-line error and exit status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,16 +38,30 @@ def _host_port(value: str) -> tuple[str, int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+
     parser.epilog = EPILOG
-    parser.add_argument("--tcp", type=_host_port, default=None, metavar="HOST:PORT",
-                        help="listen on TCP instead of stdio (bind 127.0.0.1 unless you mean otherwise)")
+    parser.add_argument(
+        "--tcp",
+        type=_host_port,
+        default=None,
+        metavar="HOST:PORT",
+        help="listen on TCP instead of stdio (bind 127.0.0.1 unless you mean otherwise)",
+    )
     parser.add_argument("--method", default=None, help="default method (default: lookup if available, else none)")
     parser.add_argument("--max-new-tokens", type=int, default=48, help="default token limit per completion")
-    parser.add_argument("--stop", choices=["line", "block"], default="line",
-                        help="line: complete to the end of the line; block: to the end of the indented block")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads for the model (default 1: for one short completion of a small model, "
-                             "a second thread gains little and an editor's machine is busy with other work)")
+    parser.add_argument(
+        "--stop",
+        choices=["line", "block"],
+        default="line",
+        help="line: complete to the end of the line; block: to the end of the indented block",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for the model (default 1: for one short completion of a small model, "
+        "a second thread gains little and an editor's machine is busy with other work)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
     add_model_args(parser)
 
@@ -57,11 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
     from app.args import load_engine
     from engine.config import ConfigError
-
     from lsp.completion import Options, OptionsError
     from lsp.server import create
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     if args.threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {args.threads}")
     defaults = Options(method=args.method, max_new_tokens=args.max_new_tokens, stop=args.stop)
@@ -72,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     def loader():
         import torch
+
         torch.set_num_threads(args.threads)
         return load_engine(args)
 

@@ -4,12 +4,18 @@ Contract: ``ansi_piece(piece)`` returns the piece's text wrapped in ANSI colour 
 green, rejected red struck through, recovered orange, bonus blue, plain uncoloured);
 ``stats_line(stats)`` is a one-line summary with tau, alpha and tokens/s.
 """
+
 from __future__ import annotations
 
 from engine.events import Piece, Stats
 
-COLOURS = {"accepted": "\x1b[32m", "rejected": "\x1b[31;9m", "recovered": "\x1b[38;5;208m",
-           "bonus": "\x1b[34m", "plain": ""}
+COLOURS = {
+    "accepted": "\x1b[32m",
+    "rejected": "\x1b[31;9m",
+    "recovered": "\x1b[38;5;208m",
+    "bonus": "\x1b[34m",
+    "plain": "",
+}
 RESET = "\x1b[0m"
 
 
@@ -27,6 +33,8 @@ def _fmt(x: float | None, spec: str) -> str:
 
 
 def stats_line(stats: Stats) -> str:
-    return (f"tokens {stats.emitted}  steps {stats.steps}  tau {_fmt(stats.tau, '.2f')}  "
-            f"alpha {_fmt(stats.alpha, '.2f')}  {_fmt(stats.tokens_per_s, '.1f')} tok/s  "
-            f"({stats.elapsed_s * 1000:.0f} ms, prefill {stats.prefill_s * 1000:.0f} ms)")
+    return (
+        f"tokens {stats.emitted}  steps {stats.steps}  tau {_fmt(stats.tau, '.2f')}  "
+        f"alpha {_fmt(stats.alpha, '.2f')}  {_fmt(stats.tokens_per_s, '.1f')} tok/s  "
+        f"({stats.elapsed_s * 1000:.0f} ms, prefill {stats.prefill_s * 1000:.0f} ms)"
+    )

@@ -6,6 +6,7 @@ bound (``--port 0`` picks a free port), serves until SIGINT or SIGTERM, then shu
 gracefully (running requests end with stop ``shutdown``) and returns 0. Bad settings raise
 ConfigError (one-line error, exit 2). A non-loopback host without a token prints a warning.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,21 +35,36 @@ the token may also come from the {TOKEN_ENV} environment variable.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+
     p.epilog = EPILOG
     g = p.add_argument_group("network and security")
     g.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     g.add_argument("--port", type=int, default=8765, help="TCP port (default: 8765; 0 = any free port)")
-    g.add_argument("--token", default=None,
-                   help=f"require this token from every client (default: ${TOKEN_ENV} if set, else none)")
-    g.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                   help="accept browser clients only from this Origin (repeatable, e.g. http://localhost:8000); "
-                        "clients that send no Origin header are always accepted")
+    g.add_argument(
+        "--token", default=None, help=f"require this token from every client (default: ${TOKEN_ENV} if set, else none)"
+    )
+    g.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="accept browser clients only from this Origin (repeatable, e.g. http://localhost:8000); "
+        "clients that send no Origin header are always accepted",
+    )
     lim = p.add_argument_group("limits (each refusal is an error message, never a crash)")
-    lim.add_argument("--max-queue", type=int, default=16,
-                     help="requests waiting behind the running one, over all connections; more get 'busy'")
+    lim.add_argument(
+        "--max-queue",
+        type=int,
+        default=16,
+        help="requests waiting behind the running one, over all connections; more get 'busy'",
+    )
     lim.add_argument("--max-new-tokens", type=int, default=512, help="largest max_new_tokens a request may ask")
-    lim.add_argument("--max-prompt-tokens", type=int, default=None,
-                     help="longest prompt in tokens (default and upper bound: the model's context - 1)")
+    lim.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="longest prompt in tokens (default and upper bound: the model's context - 1)",
+    )
     lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
     add_model_args(p)
 
@@ -57,8 +73,10 @@ def warnings_for(host: str, token: str | None) -> list[str]:
     """What to warn about before serving: a non-loopback bind without a token."""
     if token or _loopback(host):
         return []
-    return [f"warning: binding {host!r} (reachable from other machines) without a token; anyone who can reach "
-            f"this port can use the model. Pass --token or set {TOKEN_ENV}."]
+    return [
+        f"warning: binding {host!r} (reachable from other machines) without a token; anyone who can reach "
+        f"this port can use the model. Pass --token or set {TOKEN_ENV}."
+    ]
 
 
 def _loopback(host: str) -> bool:
@@ -73,6 +91,7 @@ def _loopback(host: str) -> bool:
 def check_args(args: argparse.Namespace) -> None:
     """Refuse bad settings before any model is loaded."""
     from engine.config import ConfigError
+
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
     for name in ("max_queue", "max_new_tokens", "max_message_bytes"):
@@ -85,12 +104,18 @@ def check_args(args: argparse.Namespace) -> None:
 def limits_for(args: argparse.Namespace, context: int):
     from app.ws_protocol import Limits
     from engine.config import ConfigError
+
     prompt_cap = context - 1 if args.max_prompt_tokens is None else args.max_prompt_tokens
     if not 1 <= prompt_cap <= context - 1:
-        raise ConfigError(f"--max-prompt-tokens must be in [1, {context - 1}] (the context is {context}), "
-                          f"got {prompt_cap}")
-    return Limits(max_message_bytes=args.max_message_bytes, max_prompt_tokens=prompt_cap,
-                  max_new_tokens=args.max_new_tokens, max_queue=args.max_queue)
+        raise ConfigError(
+            f"--max-prompt-tokens must be in [1, {context - 1}] (the context is {context}), got {prompt_cap}"
+        )
+    return Limits(
+        max_message_bytes=args.max_message_bytes,
+        max_prompt_tokens=prompt_cap,
+        max_new_tokens=args.max_new_tokens,
+        max_queue=args.max_queue,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from app.ws_server import ServerConfig, StreamServer
     from engine.config import ConfigError
     from engine.local import LocalBackend
+
     check_args(args)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     for line in warnings_for(args.host, token):
@@ -116,8 +142,11 @@ def run(args: argparse.Namespace) -> int:
     server = StreamServer(LocalBackend(engine, config.limits.max_queue), config)
 
     def ready(port: int) -> None:
-        print(f"specdec serve: listening on ws://{args.host}:{port} (protocol {PROTOCOL_VERSION}, methods "
-              f"{', '.join(engine.methods)}{', token required' if token else ''})", flush=True)
+        print(
+            f"specdec serve: listening on ws://{args.host}:{port} (protocol {PROTOCOL_VERSION}, methods "
+            f"{', '.join(engine.methods)}{', token required' if token else ''})",
+            flush=True,
+        )
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -7,11 +7,13 @@ engine never sees an invalid request. The ``hello``/``start``/``step``/``done``/
 return JSON-ready dicts; ``dumps`` encodes one compactly. Every error code a client can receive is
 in ``ERROR_CODES``.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Union
+from typing import Any
 
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 from engine.events import Stats, StepEvent
@@ -41,7 +43,7 @@ MAX_ID_CHARS = 128
 _STATS_FIELDS = tuple(f.name for f in fields(Stats))
 _STATS_DERIVED = ("alpha", "tau", "tokens_per_s", "alpha_per_position", "conditional_alpha_per_position")
 
-RequestId = Union[str, int]
+RequestId = str | int
 
 
 class ProtocolError(Exception):
@@ -63,8 +65,12 @@ class Limits:
     max_queue: int = 16
 
     def to_dict(self) -> dict[str, int]:
-        return {"max_message_bytes": self.max_message_bytes, "max_prompt_tokens": self.max_prompt_tokens,
-                "max_new_tokens": self.max_new_tokens, "max_queue": self.max_queue}
+        return {
+            "max_message_bytes": self.max_message_bytes,
+            "max_prompt_tokens": self.max_prompt_tokens,
+            "max_new_tokens": self.max_new_tokens,
+            "max_queue": self.max_queue,
+        }
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,9 @@ class Cancel:
     id: RequestId
 
 
-def parse(raw: str | bytes, limits: Limits, methods: tuple[str, ...],
-          encode: Callable[[str], list[int]]) -> Generate | Cancel:
+def parse(
+    raw: str | bytes, limits: Limits, methods: tuple[str, ...], encode: Callable[[str], list[int]]
+) -> Generate | Cancel:
     """One client message -> Generate or Cancel; anything else raises ProtocolError."""
     size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
     if size > limits.max_message_bytes:
@@ -114,26 +121,30 @@ def _request_id(msg: dict[str, Any]) -> RequestId:
     return rid
 
 
-def _generate(msg: dict[str, Any], rid: RequestId, limits: Limits, methods: tuple[str, ...],
-              encode: Callable[[str], list[int]]) -> Generate:
+def _generate(
+    msg: dict[str, Any], rid: RequestId, limits: Limits, methods: tuple[str, ...], encode: Callable[[str], list[int]]
+) -> Generate:
     unknown = sorted(set(msg) - GENERATE_FIELDS)
     if unknown:
-        raise ProtocolError("bad_params", f"unknown field(s): {', '.join(unknown)}; known: "
-                                          f"{', '.join(sorted(GENERATE_FIELDS))}", rid)
+        raise ProtocolError(
+            "bad_params", f"unknown field(s): {', '.join(unknown)}; known: {', '.join(sorted(GENERATE_FIELDS))}", rid
+        )
     prompt = msg.get("prompt")
     if not isinstance(prompt, str) or not prompt:
         raise ProtocolError("bad_params", "prompt must be a non-empty string", rid)
     method = msg.get("method", default_method(methods))
     if not isinstance(method, str) or method not in methods:
-        raise ProtocolError("unknown_method", f"unknown method {method!r}; this server offers: "
-                                              f"{', '.join(methods)}", rid)
+        raise ProtocolError(
+            "unknown_method", f"unknown method {method!r}; this server offers: {', '.join(methods)}", rid
+        )
     spec = _spec(msg, method, rid, limits)
     ids = encode(prompt)
     if not ids:
         raise ProtocolError("bad_params", "the prompt encodes to no tokens", rid)
     if len(ids) > limits.max_prompt_tokens:
-        raise ProtocolError("prompt_too_long", f"the prompt is {len(ids)} tokens; the limit is "
-                                               f"{limits.max_prompt_tokens}", rid)
+        raise ProtocolError(
+            "prompt_too_long", f"the prompt is {len(ids)} tokens; the limit is {limits.max_prompt_tokens}", rid
+        )
     return Generate(rid, prompt, ids, spec)
 
 
@@ -152,8 +163,11 @@ def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits) -> G
     if seed is not None and not 0 <= seed < 2**63:
         raise ProtocolError("bad_params", f"seed must be in [0, 2**63), got {seed}", rid)
     if spec.max_new_tokens > limits.max_new_tokens:
-        raise ProtocolError("bad_params", f"max_new_tokens is {spec.max_new_tokens}; this server allows at "
-                                          f"most {limits.max_new_tokens}", rid)
+        raise ProtocolError(
+            "bad_params",
+            f"max_new_tokens is {spec.max_new_tokens}; this server allows at most {limits.max_new_tokens}",
+            rid,
+        )
     return spec
 
 
@@ -162,29 +176,60 @@ def default_method(methods: tuple[str, ...]) -> str:
 
 
 def hello(methods: tuple[str, ...], context: int, limits: Limits, auth: bool) -> dict[str, Any]:
-    return {"type": "hello", "id": None, "protocol": PROTOCOL_VERSION, "methods": list(methods),
-            "method_info": [METHODS[m].info() for m in methods], "default_method": default_method(methods),
-            "context": context, "limits": limits.to_dict(), "auth": auth}
+    return {
+        "type": "hello",
+        "id": None,
+        "protocol": PROTOCOL_VERSION,
+        "methods": list(methods),
+        "method_info": [METHODS[m].info() for m in methods],
+        "default_method": default_method(methods),
+        "context": context,
+        "limits": limits.to_dict(),
+        "auth": auth,
+    }
 
 
 def start(req: Generate, queued_ms: float) -> dict[str, Any]:
     s = req.spec
-    return {"type": "start", "id": req.id, "method": s.method, "k": s.k, "max_new_tokens": s.max_new_tokens,
-            "sampling": {f: getattr(s.sampling, f) for f in SAMPLING_FIELDS},
-            "prompt_tokens": len(req.prompt_ids), "queued_ms": round(queued_ms, 3)}
+    return {
+        "type": "start",
+        "id": req.id,
+        "method": s.method,
+        "k": s.k,
+        "max_new_tokens": s.max_new_tokens,
+        "sampling": {f: getattr(s.sampling, f) for f in SAMPLING_FIELDS},
+        "prompt_tokens": len(req.prompt_ids),
+        "queued_ms": round(queued_ms, 3),
+    }
 
 
 def step(rid: RequestId, ev: StepEvent) -> dict[str, Any]:
-    pieces = [{"text": pc.text, "kind": pc.kind, "token_id": pc.token_id, "position": pc.position,
-               "p": pc.p, "q": pc.q} for pc in ev.pieces]
-    return {"type": "step", "id": rid, "step": ev.step, "pieces": pieces, "text": ev.text,
-            "draft_size": ev.draft_size, "timings_ms": ev.timings_ms, "stats": stats_dict(ev.stats)}
+    pieces = [
+        {"text": pc.text, "kind": pc.kind, "token_id": pc.token_id, "position": pc.position, "p": pc.p, "q": pc.q}
+        for pc in ev.pieces
+    ]
+    return {
+        "type": "step",
+        "id": rid,
+        "step": ev.step,
+        "pieces": pieces,
+        "text": ev.text,
+        "draft_size": ev.draft_size,
+        "timings_ms": ev.timings_ms,
+        "stats": stats_dict(ev.stats),
+    }
 
 
 def done(rid: RequestId, stop: str, text: str, tokens: int, stats: Stats | None) -> dict[str, Any]:
     assert stop in STOP_REASONS, stop
-    return {"type": "done", "id": rid, "stop": stop, "text": text, "tokens": tokens,
-            "stats": stats_dict(stats or Stats())}
+    return {
+        "type": "done",
+        "id": rid,
+        "stop": stop,
+        "text": text,
+        "tokens": tokens,
+        "stats": stats_dict(stats or Stats()),
+    }
 
 
 def stats_dict(s: Stats) -> dict[str, Any]:

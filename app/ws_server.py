@@ -13,13 +13,15 @@ the handshake refuses other ``Origin`` headers (HTTP 403; clients that send none
 A client that goes away cancels its requests; a bad message gets an ``error`` and the
 connection stays open.
 """
+
 from __future__ import annotations
 
 import asyncio
 import hmac
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import ServerConnection, serve
@@ -33,7 +35,7 @@ from engine.config import ConfigError
 from . import ws_protocol as proto
 
 log = logging.getLogger("specdec.serve")
-HARD_SIZE_FACTOR = 4   # frames above this many times max_message_bytes close the connection (1009)
+HARD_SIZE_FACTOR = 4  # frames above this many times max_message_bytes close the connection (1009)
 FLUSH_TIMEOUT_S = 5.0
 WRITE_BUFFER_LIMIT = 2**15  # bytes waiting in the socket buffer before messages wait for the pump
 
@@ -87,8 +89,11 @@ class Client:
         """Write one text frame without awaiting, if the connection is open and not backed up."""
         ws = self.ws
         transport = getattr(ws, "transport", None)
-        if ws.protocol.state is not State.OPEN or transport is None or \
-                transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+        if (
+            ws.protocol.state is not State.OPEN
+            or transport is None
+            or transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT
+        ):
             return False
         ws.protocol.send_text(text.encode())
         ws.send_data()
@@ -123,8 +128,14 @@ class StreamServer:
     async def run(self, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
         """Serve until ``stop`` is set, then shut down gracefully; ``ready(port)`` once listening."""
         origins = [None, *self.config.allow_origins] if self.config.allow_origins else None
-        async with serve(self.handler, self.config.host, self.config.port, origins=origins,
-                         max_size=HARD_SIZE_FACTOR * self.limits.max_message_bytes, compression=None) as server:
+        async with serve(
+            self.handler,
+            self.config.host,
+            self.config.port,
+            origins=origins,
+            max_size=HARD_SIZE_FACTOR * self.limits.max_message_bytes,
+            compression=None,
+        ) as server:
             self.port = next(iter(server.sockets)).getsockname()[1]
             if ready is not None:
                 ready(self.port)
@@ -138,8 +149,7 @@ class StreamServer:
         if self.relays:  # every request's done message is posted
             await asyncio.wait(list(self.relays), timeout=FLUSH_TIMEOUT_S)
         if self.clients:
-            await asyncio.wait([asyncio.ensure_future(c.flushed()) for c in self.clients],
-                               timeout=FLUSH_TIMEOUT_S)
+            await asyncio.wait([asyncio.ensure_future(c.flushed()) for c in self.clients], timeout=FLUSH_TIMEOUT_S)
 
     async def handler(self, ws: ServerConnection) -> None:
         client = Client(ws, asyncio.get_running_loop())
@@ -178,14 +188,20 @@ class StreamServer:
     def _cancel(self, client: Client, msg: proto.Cancel) -> None:
         handle = client.jobs.get(msg.id)
         if handle is None:
-            raise proto.ProtocolError("unknown_id", f"no request {msg.id!r} is queued or running on this "
-                                                    f"connection (it may have finished already)", msg.id)
+            raise proto.ProtocolError(
+                "unknown_id",
+                f"no request {msg.id!r} is queued or running on this connection (it may have finished already)",
+                msg.id,
+            )
         self.backend.cancel(handle, "cancelled")
 
     def _submit(self, client: Client, msg: proto.Generate) -> None:
         if msg.id in client.jobs:
-            raise proto.ProtocolError("duplicate_id", f"request {msg.id!r} is already queued or running on "
-                                                      f"this connection; use a new id", msg.id)
+            raise proto.ProtocolError(
+                "duplicate_id",
+                f"request {msg.id!r} is already queued or running on this connection; use a new id",
+                msg.id,
+            )
         try:
             handle = self.backend.submit(Request(msg.prompt_ids, msg.spec, id=msg.id))
         except Busy as e:

@@ -30,8 +30,9 @@ import asyncio
 import collections
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from .config import K_MAX, GenerateSpec
 from .events import StepEvent
@@ -78,9 +79,9 @@ class Backend(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
 
-    def submit(self, request: Request) -> "Handle": ...
+    def submit(self, request: Request) -> Handle: ...
 
-    def cancel(self, handle: "Handle", reason: str = "cancelled") -> None: ...
+    def cancel(self, handle: Handle, reason: str = "cancelled") -> None: ...
 
     def shutdown(self, timeout: float | None = None) -> None: ...
 

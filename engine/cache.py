@@ -10,6 +10,7 @@ Contract:
   ``keep(cache, start, slots)`` (move the positions ``start + s`` for s in ``slots``, in order, to
   ``start, start + 1, ...`` and drop everything after: how a tree path is committed).
 """
+
 from __future__ import annotations
 
 import torch

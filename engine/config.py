@@ -7,10 +7,11 @@ silent default. ``parse_k`` is the one reader of a k setting (``"auto"``, an int
 float holding one, as CLIs and forms send it), with the one bound ``K_MAX``. Method names come
 from the registry (``engine/methods.py``). No torch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from . import methods as _registry
 
@@ -65,11 +66,11 @@ class SamplingParams:
         return self.temperature == 0.0
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SamplingParams":
+    def from_dict(cls, data: dict[str, Any]) -> SamplingParams:
         return _from_dict(cls, data)
 
 
-KSetting = Union[int, Literal["auto"]]
+KSetting = int | Literal["auto"]
 
 
 def parse_k(value: Any) -> KSetting:
@@ -91,7 +92,8 @@ def parse_k(value: Any) -> KSetting:
 
 @dataclass(frozen=True)
 class GenerateSpec:
-    """What to run: ``method`` a name of the registry (engine/methods.py), ``k`` draft tokens per step (1..K_MAX or "auto"; for the
+    """What to run: ``method`` a name of the registry (engine/methods.py), ``k`` draft tokens per
+    step (1..K_MAX or "auto"; for the
     tree methods medusa and eagle, the most tree nodes per step, "auto" = the trained budget),
     ``max_new_tokens``, prompt-lookup n-gram bounds, the draft model's ``confidence`` (it stops
     drafting at a position where its own top probability is below this; 0 = always k tokens),
@@ -124,7 +126,7 @@ class GenerateSpec:
             raise ConfigError("sampling must be a SamplingParams")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "GenerateSpec":
+    def from_dict(cls, data: dict[str, Any]) -> GenerateSpec:
         data = dict(data)
         if isinstance(data.get("sampling"), dict):
             data["sampling"] = SamplingParams.from_dict(data["sampling"])

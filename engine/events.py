@@ -7,6 +7,7 @@ never part of the output), ``recovered`` (the token sampled from the residual af
 token of a step that drafted nothing: the baseline). The output text is the concatenation of the
 ``text`` of every piece whose ``emitted`` is True, in order. ``to_dict()`` gives JSON-ready values.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -96,29 +97,45 @@ class Stats:
             self.accepted_at.append(0)
 
     @classmethod
-    def total(cls, stats: list["Stats"]) -> "Stats":
+    def total(cls, stats: list[Stats]) -> Stats:
         """The sum of several runs' counters (ratios are then ratios of sums)."""
         out = cls()
         for s in stats:
             for f in ("steps", "target_forwards", "drafted", "accepted", "emitted", "elapsed_s", "prefill_s"):
                 setattr(out, f, getattr(out, f) + getattr(s, f))
             out._grow(len(s.drafted_at))
-            for mine, theirs in ((out.drafted_at, s.drafted_at), (out.tested_at, s.tested_at),
-                                 (out.accepted_at, s.accepted_at)):
+            for mine, theirs in (
+                (out.drafted_at, s.drafted_at),
+                (out.tested_at, s.tested_at),
+                (out.accepted_at, s.accepted_at),
+            ):
                 for i, v in enumerate(theirs):
                     mine[i] += v
         return out
 
-    def snapshot(self) -> "Stats":
-        return Stats(self.steps, self.target_forwards, self.drafted, self.accepted, self.emitted,
-                     self.elapsed_s, self.prefill_s, list(self.drafted_at), list(self.tested_at),
-                     list(self.accepted_at))
+    def snapshot(self) -> Stats:
+        return Stats(
+            self.steps,
+            self.target_forwards,
+            self.drafted,
+            self.accepted,
+            self.emitted,
+            self.elapsed_s,
+            self.prefill_s,
+            list(self.drafted_at),
+            list(self.tested_at),
+            list(self.accepted_at),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(alpha=self.alpha, tau=self.tau, tokens_per_s=self.tokens_per_s,
-                 alpha_per_position=self.alpha_per_position,
-                 conditional_alpha_per_position=self.conditional_alpha_per_position)
+        d.update(
+            alpha=self.alpha,
+            tau=self.tau,
+            tokens_per_s=self.tokens_per_s,
+            alpha_per_position=self.alpha_per_position,
+            conditional_alpha_per_position=self.conditional_alpha_per_position,
+        )
         return d
 
 
@@ -147,6 +164,12 @@ class StepEvent:
         return [pc.token_id for pc in self.pieces if pc.emitted]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "pieces": [pc.to_dict() for pc in self.pieces], "text": self.text,
-                "stats": self.stats.to_dict(), "timings_ms": dict(self.timings_ms),
-                "draft_size": self.draft_size, "stop": self.stop}
+        return {
+            "step": self.step,
+            "pieces": [pc.to_dict() for pc in self.pieces],
+            "text": self.text,
+            "stats": self.stats.to_dict(),
+            "timings_ms": dict(self.timings_ms),
+            "draft_size": self.draft_size,
+            "stop": self.stop,
+        }

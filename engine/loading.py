@@ -6,6 +6,7 @@ without ``config.json``, or a draft whose tokenizer differs from the target's ra
 ``ModelLoadError`` with a message that says what to do. Weights stored in fp16/bf16 are upcast
 to ``dtype`` (default float32 on CPU, bfloat16 on CUDA).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ class ModelLoadError(RuntimeError):
 def _check_dir(path: Path, role: str) -> Path:
     path = Path(path)
     if not path.is_dir():
-        raise ModelLoadError(f"{role} model folder not found: {path} (train the shipped models with "
-                             f"`specdec train`, or pass --{role} DIR with a local Hugging Face model)")
+        raise ModelLoadError(
+            f"{role} model folder not found: {path} (train the shipped models with "
+            f"`specdec train`, or pass --{role} DIR with a local Hugging Face model)"
+        )
     if not (path / "config.json").exists():
         raise ModelLoadError(f"{role} folder {path} has no config.json: not a Hugging Face model folder")
     return path
@@ -37,8 +40,15 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
         return dtype
     if dtype in (None, "auto"):
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64,
-             "float16": torch.float16, "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "float64": torch.float64,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+    }
     if dtype not in table:
         raise ModelLoadError(f"unknown dtype {dtype!r}; choose one of {', '.join(table)}")
     return table[dtype]
@@ -46,6 +56,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
 
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
+
     try:
         return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as e:  # noqa: BLE001 - any failure here is a user-facing folder problem
@@ -55,6 +66,7 @@ def load_tokenizer(path: Path):
 def load_model(path: Path, role: str, device: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
+
     hf_logging.disable_progress_bar()  # small local models load in milliseconds; keep stderr clean
     path = _check_dir(path, role)
     try:
@@ -68,8 +80,12 @@ def same_tokenizer(a, b) -> bool:
     return a.get_vocab() == b.get_vocab() and a.eos_token_id == b.eos_token_id
 
 
-def load_models(target_dir: Path | str = DEFAULT_TARGET, draft_dir: Path | str | None = DEFAULT_DRAFT,
-                device: str = "cpu", dtype: str | torch.dtype | None = None):
+def load_models(
+    target_dir: Path | str = DEFAULT_TARGET,
+    draft_dir: Path | str | None = DEFAULT_DRAFT,
+    device: str = "cpu",
+    dtype: str | torch.dtype | None = None,
+):
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelLoadError("device 'cuda' requested but torch sees no CUDA device (is this the CPU wheel?)")
     dt = resolve_dtype(dtype, device)
@@ -81,7 +97,9 @@ def load_models(target_dir: Path | str = DEFAULT_TARGET, draft_dir: Path | str |
         draft_dir = _check_dir(Path(draft_dir), "draft")
         if (draft_dir / "tokenizer.json").exists() or (draft_dir / "tokenizer_config.json").exists():
             if not same_tokenizer(tok, load_tokenizer(draft_dir)):
-                raise ModelLoadError(f"the draft at {draft_dir} uses a different tokenizer from the target at "
-                                     f"{target_dir}; speculative decoding needs one shared vocabulary")
+                raise ModelLoadError(
+                    f"the draft at {draft_dir} uses a different tokenizer from the target at "
+                    f"{target_dir}; speculative decoding needs one shared vocabulary"
+                )
         draft = load_model(draft_dir, "draft", device, dt)
     return tok, target, draft

@@ -22,7 +22,8 @@ import collections
 import itertools
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .backend import Busy, Capabilities, Handle, Limits, Request, ShuttingDown
 from .config import ConfigError
@@ -33,8 +34,13 @@ log = logging.getLogger("specdec.backend")
 class LocalBackend:
     capabilities = Capabilities()
 
-    def __init__(self, engine: Any = None, max_queue: int = 16, loader: Callable[[], Any] | None = None,
-                 name: str = "specdec-engine") -> None:
+    def __init__(
+        self,
+        engine: Any = None,
+        max_queue: int = 16,
+        loader: Callable[[], Any] | None = None,
+        name: str = "specdec-engine",
+    ) -> None:
         if (engine is None) == (loader is None):
             raise ValueError("give an engine or a loader, not both")
         if max_queue < 1:
@@ -104,8 +110,10 @@ class LocalBackend:
         if not ids:
             raise ConfigError("the prompt is empty")
         if len(ids) >= engine.context:
-            raise ConfigError(f"the prompt is {len(ids)} tokens; the model's context window is {engine.context} "
-                              f"tokens and generation needs room for at least one more")
+            raise ConfigError(
+                f"the prompt is {len(ids)} tokens; the model's context window is {engine.context} "
+                f"tokens and generation needs room for at least one more"
+            )
         handle = Handle(request, self)
         handle._ids = ids
         with self._cond:

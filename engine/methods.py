@@ -17,9 +17,10 @@ Adding a method is one entry here plus its proposer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -49,17 +50,25 @@ class Method:
 
     def info(self) -> dict[str, Any]:
         """JSON-ready description (the WebSocket hello, the demo's method list)."""
-        return {"name": self.name, "description": self.description, "drafts": self.drafts,
-                "deterministic": self.deterministic, "auto_k": self.auto_k, "k_means": self.k_means}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "drafts": self.drafts,
+            "deterministic": self.deterministic,
+            "auto_k": self.auto_k,
+            "k_means": self.k_means,
+        }
 
 
 def _none(res: Resources):
     from .proposers.base import NoDraft
+
     return NoDraft()
 
 
 def _lookup(res: Resources):
     from .proposers.lookup import PromptLookup
+
     return PromptLookup()
 
 
@@ -67,6 +76,7 @@ def _draft(res: Resources):
     if res.draft_model is None:
         return None
     from .proposers.draft import DraftModel
+
     return DraftModel(res.draft_model, vocab=res.vocab)
 
 
@@ -82,6 +92,7 @@ def _medusa(res: Resources):
     if folder is None:
         return None
     from .proposers.medusa import Medusa
+
     return _loading("medusa", folder, lambda: Medusa.load(folder, res.target_model, res.vocab))
 
 
@@ -90,11 +101,13 @@ def _eagle(res: Resources):
     if folder is None:
         return None
     from .proposers.eagle import Eagle
+
     return _loading("eagle", folder, lambda: Eagle.load(folder, res.target_model, res.vocab))
 
 
 def _loading(name: str, folder: Path, load: Callable[[], Any]):
     from .loading import ModelLoadError
+
     try:
         return load()
     except ModelLoadError:
@@ -105,18 +118,56 @@ def _loading(name: str, folder: Path, load: Callable[[], Any]):
 
 TOKENS = "draft tokens per step"
 NODES = "most tree nodes per step"
-METHODS: dict[str, Method] = {m.name: m for m in (
-    Method("none", "plain decoding: the baseline, through the same loop with an empty draft",
-           "nothing", True, None, "(ignored)", _none),
-    Method("draft", "a small draft model samples k tokens; exact rejection sampling with its q",
-           "chain", False, 8, TOKENS + " (auto: adaptive, up to 8)", _draft),
-    Method("lookup", "prompt lookup: copy what followed the last n-gram in the context, no model",
-           "chain", True, 8, TOKENS + " (auto: 8)", _lookup),
-    Method("medusa", "Medusa heads on the target's hidden state fill a fixed candidate tree",
-           "tree", True, None, NODES + " (auto: the trained tree)", _medusa),
-    Method("eagle", "EAGLE: one trained layer drafts the target's next feature; a dynamic tree",
-           "tree", True, None, NODES + " (auto: the trained budget)", _eagle),
-)}
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method(
+            "none",
+            "plain decoding: the baseline, through the same loop with an empty draft",
+            "nothing",
+            True,
+            None,
+            "(ignored)",
+            _none,
+        ),
+        Method(
+            "draft",
+            "a small draft model samples k tokens; exact rejection sampling with its q",
+            "chain",
+            False,
+            8,
+            TOKENS + " (auto: adaptive, up to 8)",
+            _draft,
+        ),
+        Method(
+            "lookup",
+            "prompt lookup: copy what followed the last n-gram in the context, no model",
+            "chain",
+            True,
+            8,
+            TOKENS + " (auto: 8)",
+            _lookup,
+        ),
+        Method(
+            "medusa",
+            "Medusa heads on the target's hidden state fill a fixed candidate tree",
+            "tree",
+            True,
+            None,
+            NODES + " (auto: the trained tree)",
+            _medusa,
+        ),
+        Method(
+            "eagle",
+            "EAGLE: one trained layer drafts the target's next feature; a dynamic tree",
+            "tree",
+            True,
+            None,
+            NODES + " (auto: the trained budget)",
+            _eagle,
+        ),
+    )
+}
 NAMES: tuple[str, ...] = tuple(METHODS)
 GENERATE_ORDER = ("draft", "none")
 COMPLETE_ORDER = ("lookup", "none")

@@ -31,13 +31,14 @@ Contract:
   0.2 ms when its weights are hot and 0.55 ms inside decoding. Sharing memory with the target
   is worth more than shaving ops.
 """
+
 from __future__ import annotations
 
 import os
 import threading
 import types
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -46,9 +47,14 @@ _state = threading.local()
 
 
 def available(weight: torch.Tensor) -> bool:
-    return (os.environ.get("SPECDEC_PACKED", "1") != "0" and weight.device.type == "cpu"
-            and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise") and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+    return (
+        os.environ.get("SPECDEC_PACKED", "1") != "0"
+        and weight.device.type == "cpu"
+        and weight.dtype == torch.float32
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    )
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
@@ -71,15 +77,16 @@ class Linear:
     Weights are used as given: the ``F.linear`` path shares the caller's tensor, a packed weight is
     a copy made here. Build it from final weights (the engine never changes weights after load)."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                 packed: torch.Tensor | None = None) -> None:
+    def __init__(
+        self, weight: torch.Tensor, bias: torch.Tensor | None = None, packed: torch.Tensor | None = None
+    ) -> None:
         self.weight, self.bias = weight.detach(), None if bias is None else bias.detach()
         if packed is None and weight.numel() > SMALL and available(weight):
             packed = pack_weight(self.weight)
         self.packed = packed
 
     @classmethod
-    def shared(cls, module: torch.nn.Linear) -> "Linear":
+    def shared(cls, module: torch.nn.Linear) -> Linear:
         """The module's weight, reusing the packed copy ``pack_linears`` gave it while that copy is
         current (same checks as the module's own forward): a proposer that reads the target's LM
         head then reads the very memory the target just read, hot in cache, not a second copy."""
@@ -109,8 +116,13 @@ def _version(t: torch.Tensor) -> int:
 
 def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     w = self.weight
-    if (getattr(_state, "depth", 0) and x.dtype == torch.float32 and not torch.is_grad_enabled()
-            and _version(w) == self._specdec_version and w.device.type == "cpu"):  # the copy is current
+    if (
+        getattr(_state, "depth", 0)
+        and x.dtype == torch.float32
+        and not torch.is_grad_enabled()
+        and _version(w) == self._specdec_version
+        and w.device.type == "cpu"
+    ):  # the copy is current
         return linear(x, self._specdec_packed, self.bias)
     return F.linear(x, w, self.bias)
 

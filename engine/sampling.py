@@ -19,6 +19,7 @@ parameters (invariant I3): verification is exact for the distribution these rows
 ``sample(probs, generator)`` draws one token id from a 1-D row. A one-hot row (``max == 1.0``)
 returns its argmax without consuming randomness, so greedy decoding never advances the generator.
 """
+
 from __future__ import annotations
 
 import torch
@@ -70,9 +71,7 @@ def _keep_nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return kept / kept.sum(dim=-1, keepdim=True)
 
 
-def to_probs(
-    logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0
-) -> torch.Tensor:
+def to_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
     """Probabilities [..., V] (float32) for logits [..., V]; see the module docstring."""
     _check_params(temperature, top_k, top_p)
     if logits.dim() == 0:

@@ -19,9 +19,10 @@ Contract (pure functions of integer sequences, no model):
   match; ``earliest=True`` is the rule of Saxena's prompt lookup, transformers and vLLM
   (docs/theory-lookup.md compares the two).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

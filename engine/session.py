@@ -18,12 +18,13 @@ earlier one that is still open (resuming that one raises ``EngineBusy``), so a s
 caller can never corrupt the caches. Front ends that serve several users go through a
 ``Backend`` (``engine/backend.py``), which owns the model thread.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
@@ -59,8 +60,14 @@ class Engine:
     """A tokenizer, a target and the proposers of every method it can offer, shared by the
     requests of a process (one stream at a time; see the module docstring)."""
 
-    def __init__(self, tokenizer, target_model: torch.nn.Module, draft_model: torch.nn.Module | None = None,
-                 context: int | None = None, heads_dir: Path | str | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        target_model: torch.nn.Module,
+        draft_model: torch.nn.Module | None = None,
+        context: int | None = None,
+        heads_dir: Path | str | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         vocab = len(tokenizer)
         self.target = Target(target_model, context, vocab=vocab)
@@ -77,9 +84,15 @@ class Engine:
         self._owner: object | None = None
 
     @classmethod
-    def load(cls, target_dir: Path | str = DEFAULT_TARGET, draft_dir: Path | str | None = DEFAULT_DRAFT,
-             device: str = "cpu", dtype: str | torch.dtype | None = None,
-             heads_dir: Path | str | None = None, heads: bool = True) -> "Engine":
+    def load(
+        cls,
+        target_dir: Path | str = DEFAULT_TARGET,
+        draft_dir: Path | str | None = DEFAULT_DRAFT,
+        device: str = "cpu",
+        dtype: str | torch.dtype | None = None,
+        heads_dir: Path | str | None = None,
+        heads: bool = True,
+    ) -> Engine:
         """``heads_dir`` (default: the target's parent folder, i.e. next to the target) holds the
         optional ``medusa/`` and ``eagle/`` folders; ``heads=False`` loads none."""
         tok, target, draft = load_models(target_dir, draft_dir, device, dtype)
@@ -104,8 +117,10 @@ class Engine:
         if not ids:
             raise ConfigError("the prompt is empty")
         if len(ids) >= self.context:
-            raise ConfigError(f"the prompt is {len(ids)} tokens; the model's context window is {self.context} "
-                              f"tokens and generation needs room for at least one more")
+            raise ConfigError(
+                f"the prompt is {len(ids)} tokens; the model's context window is {self.context} "
+                f"tokens and generation needs room for at least one more"
+            )
         return ids
 
     def proposer(self, method: str) -> Proposer:
@@ -141,8 +156,9 @@ def _generator(spec: GenerateSpec) -> torch.Generator | None:
     return g
 
 
-def _loop(engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer,
-          corpus: tuple) -> Iterator[StepEvent]:
+def _loop(
+    engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer, corpus: tuple
+) -> Iterator[StepEvent]:
     target, sp = engine.target, spec.sampling
     k_max = M.k_max(spec.method, spec.k)
     _check_owner(engine, owner)
@@ -173,21 +189,32 @@ def _loop(engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, pro
         if stop is None and len(tokens) >= engine.context:
             stop = "context"
         depths = draft.depths()
-        stats.record([depths[i] for i in range(draft.n)], [depths[t[0]] for t in verdict.tested],
-                     [depths[i] for i in verdict.path], len(new))
+        stats.record(
+            [depths[i] for i in range(draft.n)],
+            [depths[t[0]] for t in verdict.tested],
+            [depths[i] for i in verdict.path],
+            len(new),
+        )
         t3 = time.perf_counter()
         stats.elapsed_s = t3 - t_start
-        yield StepEvent(step, tuple(pieces), stats.snapshot(),
-                        {"propose": 1000 * (t1 - t0), "score": 1000 * (t2 - t1), "verify": 1000 * (t3 - t2)},
-                        draft.n, stop)
+        yield StepEvent(
+            step,
+            tuple(pieces),
+            stats.snapshot(),
+            {"propose": 1000 * (t1 - t0), "score": 1000 * (t2 - t1), "verify": 1000 * (t3 - t2)},
+            draft.n,
+            stop,
+        )
         if stop is not None:
             return
 
 
 def _check_owner(engine: Engine, owner: object) -> None:
     if engine._owner is not owner:
-        raise EngineBusy("a newer stream started on this engine; an Engine decodes one stream at a time "
-                         "(serve several requests through engine.backend.LocalBackend)")
+        raise EngineBusy(
+            "a newer stream started on this engine; an Engine decodes one stream at a time "
+            "(serve several requests through engine.backend.LocalBackend)"
+        )
 
 
 def _pieces(engine: Engine, draft: Draft, verdict, step: int, detok: Detokenizer, room: int):

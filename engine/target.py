@@ -10,6 +10,7 @@ row 0 after the pending token and row i+1 after draft node i.
 step with the cache: what Medusa and EAGLE draft from.
 ``prefill`` reuses the longest common prefix of the cache with the new token list.
 """
+
 from __future__ import annotations
 
 import torch
@@ -52,12 +53,18 @@ class Target:
         self._hidden = kv.grow(self._hidden, start, need, 0, minimum=64)
         self._hidden[start:need] = rows
 
-    def _forward(self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor,
-                 mask: torch.Tensor | None) -> torch.Tensor:
+    def _forward(
+        self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         x = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)
         with packed_scope():
-            out = self.decoder(input_ids=x, position_ids=positions.to(self.device), attention_mask=mask,
-                               cache=self.cache, use_cache=True)
+            out = self.decoder(
+                input_ids=x,
+                position_ids=positions.to(self.device),
+                attention_mask=mask,
+                cache=self.cache,
+                use_cache=True,
+            )
         return out.last_hidden_state[0]
 
     @torch.inference_mode()
@@ -80,7 +87,9 @@ class Target:
     def score(self, pending: int, draft: Draft) -> torch.Tensor:
         L = len(self.ids)
         pos = position_ids(draft, L)
-        mask = None if draft.is_chain else tree_attention_mask(draft, L, dtype=self.lm_head.weight.dtype).to(self.device)
+        mask = (
+            None if draft.is_chain else tree_attention_mask(draft, L, dtype=self.lm_head.weight.dtype).to(self.device)
+        )
         ids = torch.cat([torch.tensor([pending], dtype=torch.long), draft.tokens.cpu()])
         hidden = self._forward(ids, pos, mask)
         self._scored = draft

@@ -39,6 +39,7 @@ Contract (all pure functions of floats, no torch):
   costs t0 + t1 n: (t0 + t1 batch (k + 1)) / (t0 + t1 batch); 1 while the fixed cost dominates, k + 1
   once the rows do (a large serving batch).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -180,8 +181,9 @@ def batch_verify_ratio(batch: int, k: int, t0: float, t1: float) -> float:
     return (t0 + t1 * batch * (k + 1)) / (t0 + t1 * batch)
 
 
-def _table(alphas: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95),
-           cs: Sequence[float] = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)) -> str:
+def _table(
+    alphas: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95), cs: Sequence[float] = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
+) -> str:
     """Markdown table of the optimal k and its speedup for a grid of alpha and c (r = 1)."""
     head = "| alpha \\ c | " + " | ".join(f"{c:g}" for c in cs) + " |"
     lines = [head, "|---" * (len(cs) + 1) + "|"]

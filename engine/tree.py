@@ -21,11 +21,12 @@ one target forward after a cache of ``prefix_len`` positions, with no change to 
 each node sees the whole prefix, the pending token, its ancestors and itself, and sits at position
 ``prefix_len + depth`` (the pending token at depth 0).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 import torch
 
@@ -94,9 +95,7 @@ class Draft:
         return cls(tokens, tuple(range(-1, tokens.numel() - 1)), q)
 
     @classmethod
-    def from_parents(
-        cls, tokens: TokensLike, parents: Sequence[int], q: torch.Tensor | None = None
-    ) -> Draft:
+    def from_parents(cls, tokens: TokensLike, parents: Sequence[int], q: torch.Tensor | None = None) -> Draft:
         """A tree given by each node's parent index (-1 = root); raises ValueError if malformed."""
         return cls(_as_tokens(tokens), tuple(int(p) for p in parents), q)
 
@@ -159,9 +158,7 @@ def _visibility(draft: Draft) -> list[list[bool]]:
     return rows
 
 
-def tree_attention_mask(
-    draft: Draft, prefix_len: int, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+def tree_attention_mask(draft: Draft, prefix_len: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Additive mask [1, 1, n+1, prefix_len+n+1]: 0 where visible, finfo(dtype).min elsewhere.
 
     Queries are ``[pending] + draft tokens``; keys are the ``prefix_len`` cached positions

@@ -39,6 +39,7 @@ advanced. Greedy output equals plain decoding's exactly as long as the (k+1)-row
 rounds the logits to the same argmax as 1-row forwards would (tested in float32 on the shipped
 models; not guaranteed for near-ties in lower precision).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -12,11 +12,12 @@ Contract:
   (``$/cancelRequest``). The backend ends a cancelled request between steps, also while it waits
   in the queue, so requests from several documents simply queue there.
 """
+
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from engine.backend import Request
 
@@ -64,11 +65,13 @@ class Completer:
 
     def prepare(self, prefix: str, after: str, others: list[tuple[str, int, str]], options: Options) -> Job:
         from engine.config import ConfigError, GenerateSpec, SamplingParams
+
         context = self.backend.limits.context
         window = context - options.max_new_tokens - 1
         if window < 16:
-            raise ConfigError(f"max_new_tokens {options.max_new_tokens} leaves no room for context "
-                              f"in a {context}-token model")
+            raise ConfigError(
+                f"max_new_tokens {options.max_new_tokens} leaves no room for context in a {context}-token model"
+            )
         start = tail(prefix, window * 6)
         ids = self.encode(prefix[start:])
         drop = trim(ids, window)
@@ -81,8 +84,11 @@ class Completer:
         corpus: tuple = ()
         if method == "lookup" and options.lookup_documents and self.backend.capabilities.corpus:
             import numpy as np
-            seqs = [self.encode(prefix[max(0, start - CORPUS_CHARS):start]) + head,
-                    self.encode(after[:CORPUS_CHARS])] + self._other_ids(others)
+
+            seqs = [
+                self.encode(prefix[max(0, start - CORPUS_CHARS) : start]) + head,
+                self.encode(after[:CORPUS_CHARS]),
+            ] + self._other_ids(others)
             corpus = tuple(np.asarray(c, dtype=np.int64) for c in seqs if len(c))
         return Job(ids, spec, corpus, options.stop, indent_of(current_line(prefix)), method)
 
@@ -96,8 +102,9 @@ class Completer:
             out.append(cached[1])
         return out
 
-    async def run(self, job: Job, stale: Callable[[], bool], on_step: Callable[[Any], None] | None = None,
-                  key: Any = None) -> Outcome:
+    async def run(
+        self, job: Job, stale: Callable[[], bool], on_step: Callable[[Any], None] | None = None, key: Any = None
+    ) -> Outcome:
         """``key`` (a document uri): a newer run with the same key cancels this one, queued or running."""
         if stale():  # superseded before it was sent
             return Outcome(None, None)

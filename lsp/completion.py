@@ -15,6 +15,7 @@ registry), so every rule is unit-testable.
 - ``TypeAhead`` remembers the completion shown per document: if the user then types characters
   that match its start, the rest is served without running the model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
@@ -52,7 +53,7 @@ class Options:
             return self.method
         return preferred(methods, COMPLETE_ORDER)
 
-    def updated(self, data: Any, methods: tuple[str, ...]) -> "Options":
+    def updated(self, data: Any, methods: tuple[str, ...]) -> Options:
         """A copy with the given settings applied; accepts ``{"specdec": {...}}`` too."""
         if data is None:
             return self
@@ -71,13 +72,21 @@ class Options:
     def check(self, methods: tuple[str, ...]) -> None:
         if self.method is not None and self.method not in methods:
             raise OptionsError(f"method must be one of {', '.join(methods)}, got {self.method!r}")
-        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) \
-                or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise OptionsError(f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {self.max_new_tokens!r}")
+        if (
+            isinstance(self.max_new_tokens, bool)
+            or not isinstance(self.max_new_tokens, int)
+            or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS
+        ):
+            raise OptionsError(
+                f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {self.max_new_tokens!r}"
+            )
         if self.stop not in STOP_MODES:
             raise OptionsError(f"stop must be one of {', '.join(STOP_MODES)}, got {self.stop!r}")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
-                or not 0 <= self.temperature <= 100:
+        if (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, (int, float))
+            or not 0 <= self.temperature <= 100
+        ):
             raise OptionsError(f"temperature must be a number in [0, 100], got {self.temperature!r}")
         if self.k != "auto" and (isinstance(self.k, bool) or not isinstance(self.k, int)):
             raise OptionsError(f"k must be 'auto' or an integer, got {self.k!r}")
@@ -126,7 +135,7 @@ def indent_of(line: str) -> int:
 
 
 def current_line(prefix: str) -> str:
-    return prefix[prefix.rfind("\n") + 1:]
+    return prefix[prefix.rfind("\n") + 1 :]
 
 
 def word_before(prefix: str) -> str:
@@ -215,7 +224,7 @@ class TypeAhead:
         shown = self._shown.get(uri)
         if shown is None or shown.key != key or len(prefix) < len(shown.prefix):
             return None
-        typed = prefix[len(shown.prefix):]
+        typed = prefix[len(shown.prefix) :]
         if len(typed) >= len(shown.text) or not shown.text.startswith(typed) or not prefix.startswith(shown.prefix):
             return None
-        return shown.text[len(typed):]
+        return shown.text[len(typed) :]

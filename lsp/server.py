@@ -2,7 +2,8 @@
 
 Contract:
 - ``initialize`` waits for the model (loading starts with the process, on the backend's model
-  thread: ``engine.local.LocalBackend(loader=...)``) and reads ``initializationOptions``; ``workspace/didChangeConfiguration`` updates them.
+  thread: ``engine.local.LocalBackend(loader=...)``) and reads ``initializationOptions``;
+  ``workspace/didChangeConfiguration`` updates them.
   Bad settings are reported with ``window/showMessage`` and the previous ones stay in force.
 - ``textDocument/completion`` answers one item whose ``insertText`` is the model's continuation
   at the cursor (its ``textEdit`` replaces the word before the cursor with that word plus the
@@ -16,6 +17,7 @@ Contract:
   every completion request: uri, method, source (model or cache), outcome (done, cancelled,
   superseded), text, tokens, steps, tau, alpha, ms (from the request's arrival).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +54,7 @@ class SpecdecServer(LanguageServer):
             self.completer = self.completer or Completer(self.backend)
             methods = self.backend.methods
             if self.options.method not in (None, *methods):
-                log.error("method %r is not available (%s); using the default", self.options.method,
-                          ", ".join(methods))
+                log.error("method %r is not available (%s); using the default", self.options.method, ", ".join(methods))
                 self.options = replace(self.options, method=None)
         return self.completer
 
@@ -81,8 +82,7 @@ class SpecdecServer(LanguageServer):
         docs = self.workspace.text_documents
         return [(u, d.version or 0, d.source) for u, d in reversed(docs.items()) if u != uri]
 
-    async def complete(self, uri: str, pos: t.Position, token: t.ProgressToken | None = None
-                       ) -> tuple[str, str] | None:
+    async def complete(self, uri: str, pos: t.Position, token: t.ProgressToken | None = None) -> tuple[str, str] | None:
         """(prefix, completion) or None; raises CancelledError when the client cancels."""
         t0 = time.perf_counter()
         completer = await self.ready()
@@ -119,17 +119,28 @@ class SpecdecServer(LanguageServer):
         self.notify_stats(uri, opts, "model", "done", out, t0, job.method)
         return prefix, out.text
 
-    def notify_stats(self, uri: str, opts: Options, source: str, outcome: str, out: Outcome, t0: float,
-                     method: str | None = None) -> None:
+    def notify_stats(
+        self, uri: str, opts: Options, source: str, outcome: str, out: Outcome, t0: float, method: str | None = None
+    ) -> None:
         """The ``specdec/stats`` notification, when the client asked for telemetry."""
         if not opts.telemetry:
             return
         s = out.stats
-        self.protocol.notify(STATS, {
-            "uri": uri, "method": method, "source": source, "outcome": outcome, "text": out.text,
-            "tokens": s.emitted if s else 0, "steps": s.steps if s else 0,
-            "tau": s.tau if s else None, "alpha": s.alpha if s else None,
-            "ms": 1000 * (time.perf_counter() - t0)})
+        self.protocol.notify(
+            STATS,
+            {
+                "uri": uri,
+                "method": method,
+                "source": source,
+                "outcome": outcome,
+                "text": out.text,
+                "tokens": s.emitted if s else 0,
+                "steps": s.steps if s else 0,
+                "tau": s.tau if s else None,
+                "alpha": s.alpha if s else None,
+                "ms": 1000 * (time.perf_counter() - t0),
+            },
+        )
 
 
 class Progress:
@@ -144,8 +155,10 @@ class Progress:
             return
         if not self.begun:
             self.begun = True
-            self.ls.work_done_progress.begin(self.token, t.WorkDoneProgressBegin(
-                title="specdec", message=f"completing ({self.method})", cancellable=False))
+            self.ls.work_done_progress.begin(
+                self.token,
+                t.WorkDoneProgressBegin(title="specdec", message=f"completing ({self.method})", cancellable=False),
+            )
         self.ls.work_done_progress.report(self.token, t.WorkDoneProgressReport(message=f"{stats.emitted} tokens"))
 
     def end(self) -> None:
@@ -185,10 +198,18 @@ def create(loader: Any, defaults: Options = Options()) -> SpecdecServer:
         word = word_before(prefix)
         label = (word + text).strip().split("\n")[0][:80] or text[:80]
         edit = t.TextEdit(t.Range(_word_start(params.position, word), params.position), word + text)
-        item = t.CompletionItem(label=label, kind=t.CompletionItemKind.Text, detail="specdec",
-                                insert_text=text, filter_text=word + text, text_edit=edit, sort_text="0",
-                                insert_text_format=t.InsertTextFormat.PlainText, preselect=True,
-                                documentation=current_line(prefix) + text)
+        item = t.CompletionItem(
+            label=label,
+            kind=t.CompletionItemKind.Text,
+            detail="specdec",
+            insert_text=text,
+            filter_text=word + text,
+            text_edit=edit,
+            sort_text="0",
+            insert_text_format=t.InsertTextFormat.PlainText,
+            preselect=True,
+            documentation=current_line(prefix) + text,
+        )
         return t.CompletionList(is_incomplete=True, items=[item])
 
     @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())

@@ -9,6 +9,7 @@ the step's accepted tokens under "prompt" when the copied span starts inside the
 "generated". The most recent occurrence wins, so text the model already copied into its output
 counts as "generated".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,17 +22,18 @@ def match_start(seq: list[int], ngram_max: int = 3, ngram_min: int = 2) -> int |
     arr = np.asarray(seq)
     L = len(arr)
     for n in range(min(ngram_max, L - 1), ngram_min - 1, -1):
-        suffix = arr[L - n:]
+        suffix = arr[L - n :]
         for s in np.flatnonzero(arr[: L - n] == suffix[0])[::-1]:
-            if np.array_equal(arr[s:s + n], suffix):
+            if np.array_equal(arr[s : s + n], suffix):
                 return int(s + n)
     return None
 
 
 def main() -> None:
-    from tools.bench import load_prompts
     from engine.config import GenerateSpec
     from engine.session import Engine
+    from tools.bench import load_prompts
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("prompts")
     ap.add_argument("--limit", type=int, default=None)
@@ -51,8 +53,10 @@ def main() -> None:
                 counts[where] += sum(pc.kind == "accepted" for pc in ev.pieces)
             tokens += ev.token_ids
             total += len(ev.token_ids)
-    print(f"{opt.prompts}: {total} tokens generated; accepted lookup tokens copied from the prompt: "
-          f"{counts['prompt']}, from the generated text: {counts['generated']}")
+    print(
+        f"{opt.prompts}: {total} tokens generated; accepted lookup tokens copied from the prompt: "
+        f"{counts['prompt']}, from the generated text: {counts['generated']}"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 The shipped models are part of the repository (assets/); a missing folder is a failure, not a
 skip, so a checkout that lost its weights cannot pass.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 @pytest.fixture(scope="session")
 def engine():
     from engine.session import Engine
+
     return Engine.load(DEFAULT_TARGET, DEFAULT_DRAFT)
 
 
@@ -25,6 +27,7 @@ def engine():
 def backend(engine):
     """The in-process backend over the session's engine (the demo's tests share it)."""
     from engine.local import LocalBackend
+
     b = LocalBackend(engine)
     yield b
     b.shutdown(10)

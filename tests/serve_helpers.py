@@ -1,6 +1,7 @@
 """Helpers for the WebSocket server tests: an in-process server on a free loopback port, run in a
 background thread with its own event loop, and small real-client (websockets.sync) utilities.
 Every wait is bounded by a timeout, so a broken server fails a test instead of hanging it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ TIMEOUT_S = 60.0
 class ServerThread:
     """``with ServerThread(engine, limits) as srv:`` serves on ``srv.url`` until the block ends."""
 
-    def __init__(self, engine, limits: Limits, token: str | None = TOKEN,
-                 allow_origins: tuple[str, ...] = (GOOD_ORIGIN,)) -> None:
+    def __init__(
+        self, engine, limits: Limits, token: str | None = TOKEN, allow_origins: tuple[str, ...] = (GOOD_ORIGIN,)
+    ) -> None:
         backend = LocalBackend(engine, limits.max_queue)  # the server shuts it down when it stops
         self.server = StreamServer(backend, ServerConfig("127.0.0.1", 0, token, allow_origins, limits))
         self._ready = threading.Event()
@@ -39,7 +41,7 @@ class ServerThread:
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.server.port}"
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         assert self._ready.wait(TIMEOUT_S), "the server did not start"
         return self
@@ -63,8 +65,7 @@ class ServerThread:
 def client(url: str, token: str | None = TOKEN, **kwargs: Any) -> ClientConnection:
     """A connected real client; the hello message is read and checked."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    ws = connect(url, additional_headers=headers, open_timeout=TIMEOUT_S, close_timeout=5,
-                 legacy=True, **kwargs)
+    ws = connect(url, additional_headers=headers, open_timeout=TIMEOUT_S, close_timeout=5, legacy=True, **kwargs)
     hello = recv(ws)
     assert hello["type"] == "hello" and hello["protocol"] == 1, hello
     return ws

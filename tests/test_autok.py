@@ -1,4 +1,5 @@
 """Auto-k: acceptance is inferred from the committed tokens, and k follows the theory's argmax."""
+
 from __future__ import annotations
 
 from engine.proposers.draft import AcceptanceTracker

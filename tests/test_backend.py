@@ -1,6 +1,7 @@
 """The Backend seam (engine/backend.py) through its in-process implementation (engine/local.py), over
 a fake engine (pure thread logic) and over the shipped models: queue order, busy, cancel while
 queued and while running, errors, shutdown, async iteration, and exact tokens."""
+
 from __future__ import annotations
 
 import asyncio
@@ -138,6 +139,7 @@ def test_the_shipped_models_through_the_backend_are_exact(engine, backend, promp
 
 def test_an_engine_decodes_one_stream_at_a_time(engine):
     from engine.session import EngineBusy
+
     first = engine.stream("def f(x):\n", SPEC)
     next(first)
     second = engine.stream("class A:\n", SPEC)  # supersedes the first

@@ -5,6 +5,7 @@ The models are the loader's defaults (``engine.loading.DEFAULT_TARGET`` / ``DEFA
 skip, saying why, only when those folders do not exist. While the shipped models are being
 trained, run them against a snapshot: ``SPECDEC_ASSETS=.cache/specdec-train/snapshot pytest``.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,22 +13,40 @@ import time
 
 import pytest
 
-from tools.bench import PromptFileError, Row, load_prompts, make_rows
 from engine.config import ConfigError
+from tools.bench import PromptFileError, Row, load_prompts, make_rows
 
 PROMPTS = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main(argv):\n    "]
-ROW_KEYS = {"tokens_per_s", "tokens_per_s_median", "speedup", "speedup_median", "predicted_speedup",
-            "predicted_speedup_iid", "tau", "alpha", "alpha_per_position", "conditional_alpha_per_position",
-            "c", "target_ms", "draft_ms_per_token", "identical", "n_prompts", "k"}
+ROW_KEYS = {
+    "tokens_per_s",
+    "tokens_per_s_median",
+    "speedup",
+    "speedup_median",
+    "predicted_speedup",
+    "predicted_speedup_iid",
+    "tau",
+    "alpha",
+    "alpha_per_position",
+    "conditional_alpha_per_position",
+    "c",
+    "target_ms",
+    "draft_ms_per_token",
+    "identical",
+    "n_prompts",
+    "k",
+}
 HF_KEYS = {"tokens_per_s", "tokens_per_s_median", "speedup", "identical", "n_prompts", "settings"}
 
 
 def _model_dirs():
     from engine.loading import DEFAULT_DRAFT, DEFAULT_TARGET
+
     missing = [str(d) for d in (DEFAULT_TARGET, DEFAULT_DRAFT) if not (d / "config.json").exists()]
     if missing:
-        pytest.skip(f"no model at {', '.join(missing)}: run `specdec train`, or set SPECDEC_ASSETS to a folder "
-                    "holding target/ and draft/ (e.g. .cache/specdec-train/snapshot)")
+        pytest.skip(
+            f"no model at {', '.join(missing)}: run `specdec train`, or set SPECDEC_ASSETS to a folder "
+            "holding target/ and draft/ (e.g. .cache/specdec-train/snapshot)"
+        )
     return DEFAULT_TARGET, DEFAULT_DRAFT
 
 
@@ -35,6 +54,7 @@ def _model_dirs():
 def engine():
     from engine.loading import ModelLoadError
     from engine.session import Engine
+
     target, draft = _model_dirs()
     try:
         return Engine.load(target, draft)
@@ -51,6 +71,7 @@ def _write(tmp_path, lines: list[str]):
 
 def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
     from tools.bench import format_table, run_bench
+
     path = _write(tmp_path, [json.dumps({"prompt": p, "source": "x"}) for p in PROMPTS])
     prompts = load_prompts(path)
     rows = make_rows(["none", "draft", "lookup"], ["auto"])
@@ -84,8 +105,11 @@ def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
 
 
 def test_make_rows_names_and_k() -> None:
-    assert make_rows(["draft", "lookup"]) == [Row("none", "none"), Row("draft", "draft", "auto"),
-                                              Row("lookup", "lookup", 8)]
+    assert make_rows(["draft", "lookup"]) == [
+        Row("none", "none"),
+        Row("draft", "draft", "auto"),
+        Row("lookup", "lookup", 8),
+    ]
     rows = make_rows(["none", "draft", "lookup"], [2, "auto"])
     assert [r.name for r in rows] == ["none", "draft@k=2", "draft@k=auto", "lookup@k=2", "lookup@k=auto"]
     assert rows[0].k is None and rows[-1].k == 8
@@ -107,6 +131,7 @@ def test_prompt_file_errors(tmp_path) -> None:
 
 def test_cli_parsing_and_errors(tmp_path, capsys) -> None:
     from app.cli import build_parser, main
+
     args = build_parser().parse_args(["bench", "--methods", "none,lookup", "--k", "1,auto", "--compare-hf"])
     assert args.methods == ["none", "lookup"] and args.k == [1, "auto"] and args.compare_hf
     assert args.max_new_tokens == 128 and args.warmup == 2 and args.repeats == 1 and args.hf_lookup_tokens == 10
@@ -120,10 +145,28 @@ def test_cli_parsing_and_errors(tmp_path, capsys) -> None:
 
 def test_cli_end_to_end_json(engine, tmp_path, capsys) -> None:
     from app.cli import main
+
     path = _write(tmp_path, [json.dumps({"prompt": PROMPTS[0]})])
     out = tmp_path / "out" / "bench.json"
-    rc = main(["bench", "--prompts", str(path), "--max-new-tokens", "4", "--warmup", "0", "--no-draft",
-               "--methods", "none,lookup", "--k", "2,auto", "--json", str(out), "--no-progress"])
+    rc = main(
+        [
+            "bench",
+            "--prompts",
+            str(path),
+            "--max-new-tokens",
+            "4",
+            "--warmup",
+            "0",
+            "--no-draft",
+            "--methods",
+            "none,lookup",
+            "--k",
+            "2,auto",
+            "--json",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     table = capsys.readouterr().out
     assert "lookup@k=2" in table and "lookup@k=auto" in table

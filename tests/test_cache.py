@@ -1,5 +1,6 @@
 """Cache and target: after a commit (chain or tree path) the next step's logits equal a fresh
 forward over the committed tokens; tree-masked rows equal plain forwards over each node's path."""
+
 from __future__ import annotations
 
 import torch
@@ -22,7 +23,7 @@ def test_chain_commit_matches_fresh_forward(engine, prompts):
     draft = Draft.chain(torch.tensor([11, 22, 33, 44]))
     scored = t.score(ids[-1], draft)
     ref = fresh_logits(model, ids + [11, 22, 33, 44])
-    torch.testing.assert_close(scored, ref[len(ids) - 1:], atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(scored, ref[len(ids) - 1 :], atol=2e-4, rtol=1e-4)
     t.commit((0, 1))
     committed = ids + [11, 22]
     assert t.ids == committed  # the new pending token is not in the cache yet (I1)

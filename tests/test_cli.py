@@ -1,5 +1,6 @@
 """The specdec CLI end to end on the shipped models: --json output, colours, and bad input that
 ends in a one-line error (exit 2), never a traceback."""
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.mark.slow
 def test_generate_json_matches_the_engine(capsys, engine):
     from engine.config import GenerateSpec
+
     code, out, _ = run(capsys, "generate", "def add(a, b):\n", "--method", "lookup", "--max-new-tokens", "12", "--json")
     assert code == 0
     obj = json.loads(out)
@@ -36,18 +38,21 @@ def test_generate_streams_text(capsys):
     assert code == 0 and out.startswith("import os\n") and "tau" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["generate", "", "--json"], "prompt is empty"),
-    (["generate", "x", "--k", "0"], "k must be"),
-    (["generate", "x", "--temperature", "-1"], "temperature must be"),
-    (["generate", "x", "--top-p", "0"], "top_p must be"),
-    (["generate", "x", "--top-p", "1.5"], "top_p must be"),
-    (["generate", "x", "--max-new-tokens", "0"], "max_new_tokens must be"),
-    (["generate", "x", "--target", "/nonexistent/model"], "target model folder not found"),
-    (["generate", "x", "--draft", "/nonexistent/draft"], "draft model folder not found"),
-    (["generate", "x", "--prompt-file", "/nonexistent/prompt.py"], "No such file"),
-    (["generate", "x", "--dtype", "int3"], "unknown dtype"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["generate", "", "--json"], "prompt is empty"),
+        (["generate", "x", "--k", "0"], "k must be"),
+        (["generate", "x", "--temperature", "-1"], "temperature must be"),
+        (["generate", "x", "--top-p", "0"], "top_p must be"),
+        (["generate", "x", "--top-p", "1.5"], "top_p must be"),
+        (["generate", "x", "--max-new-tokens", "0"], "max_new_tokens must be"),
+        (["generate", "x", "--target", "/nonexistent/model"], "target model folder not found"),
+        (["generate", "x", "--draft", "/nonexistent/draft"], "draft model folder not found"),
+        (["generate", "x", "--prompt-file", "/nonexistent/prompt.py"], "No such file"),
+        (["generate", "x", "--dtype", "int3"], "unknown dtype"),
+    ],
+)
 def test_bad_input_is_a_clear_error(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2
@@ -69,7 +74,9 @@ def test_a_prompt_longer_than_the_context_is_a_clear_error(capsys):
 
 def test_a_draft_with_another_tokenizer_is_refused(tmp_path, capsys):
     import shutil
+
     from tools.training.tokenizer import train_tokenizer
+
     other = tmp_path / "draft"
     shutil.copytree(DEFAULT_TARGET, other)
     for f in ("tokenizer.json", "tokenizer_config.json"):
@@ -83,5 +90,7 @@ def test_help_teaches_and_loads_no_torch():
     probe = "import sys; from app.cli import build_parser; build_parser(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    helptext = subprocess.run([sys.executable, "-m", "app.cli", "generate", "--help"], capture_output=True, text=True).stdout
+    helptext = subprocess.run(
+        [sys.executable, "-m", "app.cli", "generate", "--help"], capture_output=True, text=True
+    ).stdout
     assert "--method" in helptext and "auto" in helptext and "greedy" in helptext

@@ -4,6 +4,7 @@ Loads the page, runs a prompt, checks the coloured token spans, the rendered nat
 the Teach view's plotly figure, and that the page logged no console errors; saves a screenshot in
 the test's temporary folder (and to $SPECDEC_DEMO_SCREENSHOT when set, e.g. docs/img/demo.png).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,17 @@ from tests.demo_helpers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 GREEN = "rgb(200, 247, 197)"  # demo_render.KIND_STYLE["accepted"] background
 
 
@@ -49,12 +59,14 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
             page.click("#sd-run")
             page.wait_for_function(
                 "() => (document.querySelector('#sd-tokens .sd-status') || {}).textContent?.includes('done')",
-                timeout=120_000)
+                timeout=120_000,
+            )
             kinds = page.eval_on_selector_all("#sd-tokens span.sd-tok", "els => els.map(e => e.dataset.kind)")
             assert {"accepted", "bonus"} <= set(kinds)
             assert sum(k != "rejected" for k in kinds) == 64  # the slider value reached the engine
-            colour = page.eval_on_selector("#sd-tokens span.sd-tok[data-kind=accepted]",
-                                           "e => getComputedStyle(e).backgroundColor")
+            colour = page.eval_on_selector(
+                "#sd-tokens span.sd-tok[data-kind=accepted]", "e => getComputedStyle(e).backgroundColor"
+            )
             assert colour == GREEN
             title = page.get_attribute("#sd-tokens span.sd-tok[data-kind=accepted]", "title")
             assert "step" in title and "draft position" in title and "p=" in title
@@ -70,16 +82,18 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
             if os.environ.get("SPECDEC_DEMO_SCREENSHOT"):
                 shutil.copy(shot, os.environ["SPECDEC_DEMO_SCREENSHOT"])
             page.fill("#sd-prompt textarea", "import os\n")  # Stop: a long run (a short prompt leaves
-            box.fill("500")                                 # ~500 tokens of context), stopped as soon as
-            box.press("Enter")                              # its first step is on the page
+            box.fill("500")  # ~500 tokens of context), stopped as soon as
+            box.press("Enter")  # its first step is on the page
             page.click("#sd-run")
             page.wait_for_function(
                 "() => (document.querySelector('#sd-tokens .sd-status') || {}).textContent?.includes(': step')",
-                timeout=120_000)
+                timeout=120_000,
+            )
             page.click("#sd-stop")
             page.wait_for_function(
                 "() => /stopped by you|done/.test((document.querySelector('#sd-tokens .sd-status') || {}).textContent)",
-                timeout=120_000)
+                timeout=120_000,
+            )
             assert "stopped by you" in page.inner_text("#sd-tokens .sd-status")
             page.get_by_role("tab", name="Teach").click()
             page.wait_for_selector("#sd-theory-plot .js-plotly-plot", timeout=60_000)

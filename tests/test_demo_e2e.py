@@ -1,6 +1,7 @@
 """The demo end to end on the shipped models: the app launched on a free loopback port and driven by
 gradio_client (/generate streaming, bad input, cancel, two clients at once), and the page handlers
 (Stop, Race, Teach) called as gradio calls them."""
+
 from __future__ import annotations
 
 import json
@@ -56,28 +57,36 @@ def test_generate_streams_fates_and_matches_specdec_generate(client):
     assert {"accepted", "rejected", "recovered", "bonus"} <= seen
     assert all({"text", "kind", "step", "position", "p", "q"} <= set(p) for p in final["pieces"])
     assert final["text"] == "".join(p["text"] for p in final["pieces"] if p["kind"] != "rejected")
-    cli = subprocess.run([sys.executable, "-m", "app.cli", "generate", MIXED, "--method", "none",
-                          "--max-new-tokens", "40", "--json"], capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "app.cli", "generate", MIXED, "--method", "none", "--max-new-tokens", "40", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     ref = json.loads(cli.stdout)
     assert final["tokens"] == ref["tokens"] and final["text"] == ref["text"]
     assert final["stats"]["tau"] > 1.0 and final["stats"]["target_forwards"] < len(ref["tokens"])
 
 
 def test_lookup_through_the_api_equals_the_baseline(client, engine):
-    out = client.predict(prompt="import os\nimport sys\n", method="lookup", k=4, max_new_tokens=24,
-                         api_name="/generate")
+    out = client.predict(
+        prompt="import os\nimport sys\n", method="lookup", k=4, max_new_tokens=24, api_name="/generate"
+    )
     ref = engine.generate("import os\nimport sys\n", GenerateSpec(method="none", max_new_tokens=24))
     assert out["tokens"] == ref.tokens and out["done"]
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"prompt": ""}, "prompt is empty"),
-    ({"prompt": "x = 1", "k": 99}, "k must be"),
-    ({"prompt": "x = 1", "method": "medusa-not-here"}, "not available"),
-    ({"prompt": "x = 1", "temperature": -1.0}, "temperature"),
-    ({"prompt": "x = 1", "max_new_tokens": 0}, "max_new_tokens"),
-    ({"prompt": "x = 1", "max_new_tokens": 10**6}, "max_new_tokens"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"prompt": ""}, "prompt is empty"),
+        ({"prompt": "x = 1", "k": 99}, "k must be"),
+        ({"prompt": "x = 1", "method": "medusa-not-here"}, "not available"),
+        ({"prompt": "x = 1", "temperature": -1.0}, "temperature"),
+        ({"prompt": "x = 1", "max_new_tokens": 0}, "max_new_tokens"),
+        ({"prompt": "x = 1", "max_new_tokens": 10**6}, "max_new_tokens"),
+    ],
+)
 def test_bad_input_is_an_api_error_and_the_app_keeps_serving(client, bad, message):
     with pytest.raises(AppError, match=message):
         client.predict(api_name="/generate", **bad)
@@ -168,14 +177,19 @@ def test_page_errors_are_gradio_errors(backend):
 
 def test_specdec_demo_prints_the_url_and_serves(tmp_path):
     import urllib.request
+
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "demo", "--port", str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "demo", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         url = None
         for line in proc.stdout:  # models load first, then the URL is printed
             if "http://" in line:
-                url = line[line.index("http://"):].split()[0]
+                url = line[line.index("http://") :].split()[0]
                 break
         assert url == f"http://127.0.0.1:{port}/"
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -186,7 +200,11 @@ def test_specdec_demo_prints_the_url_and_serves(tmp_path):
 
 
 def test_specdec_demo_with_a_missing_model_is_a_one_line_error(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--target", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "demo", "--target", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "target model folder not found" in out.stderr
     assert "Traceback" not in out.stderr

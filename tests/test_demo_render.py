@@ -2,6 +2,7 @@
 the settings check and the batched run through a real LocalBackend (app/demo_runs.py and
 engine/local.py, over a fake engine: pure thread logic),
 and the Teach view's computations (app/demo_teach.py, through the real verifier)."""
+
 from __future__ import annotations
 
 import html
@@ -14,32 +15,45 @@ import pytest
 from app import demo_render as R
 from app import demo_teach as T
 from app.demo_runs import DemoSession, Run, check_prompt, make_spec
-from engine.config import ConfigError, GenerateSpec
 from engine.backend import Request
-from engine.local import LocalBackend
+from engine.config import ConfigError, GenerateSpec
 from engine.events import Piece, Stats, StepEvent
+from engine.local import LocalBackend
 from engine.theory import expected_tokens, speedup
 
 
 def _event(step: int, pieces: list[Piece], drafted: int, stop: str | None = None) -> StepEvent:
     st = Stats()
-    st.record(list(range(1, drafted + 1)), [], [pc.position for pc in pieces if pc.kind == "accepted"],
-              sum(pc.emitted for pc in pieces))
+    st.record(
+        list(range(1, drafted + 1)),
+        [],
+        [pc.position for pc in pieces if pc.kind == "accepted"],
+        sum(pc.emitted for pc in pieces),
+    )
     return StepEvent(step, tuple(pieces), st, {"propose": 1.0, "score": 4.0, "verify": 0.5}, drafted, stop)
 
 
 def _steps() -> list[StepEvent]:
     return [
-        _event(1, [Piece(10, "def", "accepted", 1, 1, 0.9, 0.8), Piece(11, " f", "rejected", 1, 2, 0.1, 0.7),
-                   Piece(12, " g", "recovered", 1, 2)], drafted=3),
+        _event(
+            1,
+            [
+                Piece(10, "def", "accepted", 1, 1, 0.9, 0.8),
+                Piece(11, " f", "rejected", 1, 2, 0.1, 0.7),
+                Piece(12, " g", "recovered", 1, 2),
+            ],
+            drafted=3,
+        ),
         _event(2, [Piece(13, "(", "accepted", 2, 1, 1.0, 1.0), Piece(14, "x", "bonus", 2, 2)], drafted=1),
         _event(3, [Piece(15, "<&>", "plain", 3, 0)], drafted=0, stop="length"),
     ]
 
 
 # -- spans ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind, colour", [("accepted", "#c8f7c5"), ("rejected", "line-through"),
-                                          ("recovered", "#ffe0b2"), ("bonus", "#cfe3ff")])
+@pytest.mark.parametrize(
+    "kind, colour",
+    [("accepted", "#c8f7c5"), ("rejected", "line-through"), ("recovered", "#ffe0b2"), ("bonus", "#cfe3ff")],
+)
 def test_each_fate_has_its_own_colour(kind, colour):
     span = R.piece_span(Piece(7, "tok", kind, 3, 2, 0.25, 0.5))
     assert f'data-kind="{kind}"' in span and colour in span
@@ -80,8 +94,14 @@ def test_transcript_renders_every_piece_in_order_and_joins_emitted_text():
 def test_stats_summary_and_cards():
     st = Stats(steps=4, target_forwards=4, drafted=8, accepted=6, emitted=10, elapsed_s=0.5)
     s = R.stats_summary(st)
-    assert s == {"tokens/s": "20.0", "tau": "2.50", "alpha": "0.75", "target forwards": "4", "steps": "4",
-                 "tokens": "10"}
+    assert s == {
+        "tokens/s": "20.0",
+        "tau": "2.50",
+        "alpha": "0.75",
+        "target forwards": "4",
+        "steps": "4",
+        "tokens": "10",
+    }
     cards = R.stats_html(st)
     assert all(f'data-stat="{k}"' in cards for k in s)
     assert R.stats_summary(None)["tau"] == "-"
@@ -145,7 +165,7 @@ class FakeEngine:
             for i in range(1, self.n + 1):
                 self.pulled_in.add(threading.get_ident())
                 if i == self.fail_at:
-                    raise ConfigError("boom at step %d" % i)
+                    raise ConfigError(f"boom at step {i}")
                 time.sleep(self.delay)
                 self.steps = i
                 yield _event(i, [Piece(i, "x", "plain", i, 0)], 0, "length" if i == self.n else None)
@@ -165,10 +185,15 @@ def test_make_spec_checks_against_the_engine():
     spec = make_spec(e, "draft", "3", 0.5, 0.9, 12.0, 7.0)
     assert spec.k == 3 and spec.max_new_tokens == 12 and spec.sampling.seed == 7 and spec.sampling.top_p == 0.9
     assert make_spec(e, "none", "auto", 0.0, 1.0, 5, None).k == "auto"
-    for args, msg in [(("lookup", "auto", 0, 1, 5, 0), "not available"), (("draft", "99", 0, 1, 5, 0), "k must"),
-                      (("draft", "x", 0, 1, 5, 0), "k must"), (("draft", 2, -1.0, 1, 5, 0), "temperature"),
-                      (("draft", 2, 0, 0.0, 5, 0), "top_p"), (("draft", 2, 0, 1, 65, 0), "max_new_tokens"),
-                      (("draft", 2, 0, 1, 0, 0), "max_new_tokens")]:
+    for args, msg in [
+        (("lookup", "auto", 0, 1, 5, 0), "not available"),
+        (("draft", "99", 0, 1, 5, 0), "k must"),
+        (("draft", "x", 0, 1, 5, 0), "k must"),
+        (("draft", 2, -1.0, 1, 5, 0), "temperature"),
+        (("draft", 2, 0, 0.0, 5, 0), "top_p"),
+        (("draft", 2, 0, 1, 65, 0), "max_new_tokens"),
+        (("draft", 2, 0, 1, 0, 0), "max_new_tokens"),
+    ]:
         with pytest.raises(ConfigError, match=msg):
             make_spec(e, *args)
     with pytest.raises(ConfigError, match="empty"):
@@ -222,6 +247,7 @@ def test_stop_while_queued_never_starts_the_request():
 
 def test_each_session_copy_is_independent():
     import copy
+
     a = DemoSession()
     b = copy.deepcopy(a)
     a.stop.set()
@@ -232,6 +258,7 @@ def test_each_session_copy_is_independent():
 # -- Teach -------------------------------------------------------------------------------------
 def test_theory_figure_plots_the_closed_form_and_the_runs():
     from app.demo_runs import RunRecord
+
     runs = [RunRecord("draft", "auto", 0.6, 2.0, 100.0, 1.3, 0.1), RunRecord("none", "auto", None, 1.0, 90.0)]
     fig = T.theory_figure(0.7, 4, 0.1, runs)
     curves = {tr.name: tr for tr in fig.data}

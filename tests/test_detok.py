@@ -1,4 +1,5 @@
 """The incremental detokenizer: joined pieces equal a full decode, multi-byte characters included."""
+
 from __future__ import annotations
 
 from engine.detok import Detokenizer

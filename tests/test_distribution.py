@@ -5,6 +5,7 @@ times with different seeds and compared with p, the target's tempered distributi
 chi-square test. The test has teeth: the same statistic on samples from the draft's q (what a
 verifier that accepts everything would emit) must be rejected.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,9 @@ def test_first_token_of_a_speculative_step_is_distributed_as_p(engine):
     counts = np.zeros_like(p)
     kinds: dict[str, int] = {}
     for seed in range(TRIALS):
-        spec = GenerateSpec(method="draft", k=1, max_new_tokens=2, confidence=0.0,
-                            sampling=SamplingParams(temperature=T, seed=seed))
+        spec = GenerateSpec(
+            method="draft", k=1, max_new_tokens=2, confidence=0.0, sampling=SamplingParams(temperature=T, seed=seed)
+        )
         first = next(iter(engine.stream(ids, spec))).emitted[0]
         counts[first.token_id] += 1
         kinds[first.kind] = kinds.get(first.kind, 0) + 1

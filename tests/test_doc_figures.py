@@ -4,14 +4,21 @@ Fails when a page drifts from its JSON (a number edited by hand, or a new result
 without ``python -m tools.doc_figures --write``), and checks that the check itself has teeth: a
 wrong number, a changed JSON value and an unknown figure name are all caught.
 """
+
 from __future__ import annotations
 
 import pytest
 
 from tools import doc_figures as F
 
-THEORY_PAGES = ("theory.md", "theory-speedup.md", "theory-measured.md", "theory-heads.md", "theory-lookup.md",
-                "theory-lossless.md")
+THEORY_PAGES = (
+    "theory.md",
+    "theory-speedup.md",
+    "theory-measured.md",
+    "theory-heads.md",
+    "theory-lookup.md",
+    "theory-lossless.md",
+)
 
 
 def test_every_page_agrees_with_the_results_json():
@@ -47,7 +54,8 @@ def test_a_changed_json_value_is_caught(monkeypatch):
 def test_path_syntax_slices_formats_and_unknown_names():
     alphas = F.load("bench-cpu")["methods"]["lookup"]["conditional_alpha_per_position"]
     assert F.lookup("bench-cpu:methods.lookup.conditional_alpha_per_position.0:3|.2f") == ", ".join(
-        f"{a:.2f}" for a in alphas[:3])
+        f"{a:.2f}" for a in alphas[:3]
+    )
     identical = F.load("bench-cpu")["methods"]["lookup"]["identical"]
     assert F.lookup("bench-cpu:methods.lookup.identical|d") == str(identical)
     with pytest.raises(KeyError):

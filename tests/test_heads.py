@@ -1,5 +1,6 @@
 """Medusa and EAGLE pieces in isolation: path-list trees, the tree search, the proposers' drafts,
 the EAGLE layer's decoding path, the target's hidden states after a tree commit, head folders."""
+
 from __future__ import annotations
 
 import itertools
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 import torch.nn.functional as F
 
 from engine import cache as kv
@@ -37,13 +37,15 @@ def test_hand_written_path_list_gives_tree_mask_and_positions() -> None:
     visible = tree_attention_mask(draft, L)[0, 0] == 0
     assert visible[:, :L].all()  # every query sees the whole cached prefix
     #              pend  (0)  (1) (0,0) (0,1) (1,0) (0,0,0)
-    expected = [[1, 0, 0, 0, 0, 0, 0],
-                [1, 1, 0, 0, 0, 0, 0],
-                [1, 0, 1, 0, 0, 0, 0],
-                [1, 1, 0, 1, 0, 0, 0],
-                [1, 1, 0, 0, 1, 0, 0],
-                [1, 0, 1, 0, 0, 1, 0],
-                [1, 1, 0, 1, 0, 0, 1]]
+    expected = [
+        [1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0, 0],
+        [1, 0, 1, 0, 0, 0, 0],
+        [1, 1, 0, 1, 0, 0, 0],
+        [1, 1, 0, 0, 1, 0, 0],
+        [1, 0, 1, 0, 0, 1, 0],
+        [1, 1, 0, 1, 0, 0, 1],
+    ]
     assert visible[:, L:].int().tolist() == expected
 
 
@@ -102,10 +104,10 @@ def attend(layer: EagleLayer, f, e, pos, kv: KV, mask):
     q, k, v = layer.qkv_at(x, pos)
     n, L = x.shape[0], kv.length
     kv.ensure(L + n)
-    kv.k[:, L:L + n], kv.v[:, L:L + n] = k, v
+    kv.k[:, L : L + n], kv.v[:, L : L + n] = k, v
     if mask is None and n > 1:
         mask = torch.ones(n, L + n, dtype=torch.bool).tril(diagonal=L)
-    att = F.scaled_dot_product_attention(q, kv.k[:, :L + n], kv.v[:, :L + n], attn_mask=mask)
+    att = F.scaled_dot_product_attention(q, kv.k[:, : L + n], kv.v[:, : L + n], attn_mask=mask)
     kv.length = L + n
     return layer.out(x, att)
 
@@ -144,7 +146,9 @@ def test_eagle_decoding_path_equals_training_path() -> None:
     with torch.no_grad():
         full = layer(f, e)[0]
         kv = new_kv(layer, 4)  # grows on demand
-        parts = [attend(layer, f[0, a:b], e[0, a:b], torch.arange(a, b), kv, None) for a, b in ((0, 5), (5, 6), (6, 12))]
+        parts = [
+            attend(layer, f[0, a:b], e[0, a:b], torch.arange(a, b), kv, None) for a, b in ((0, 5), (5, 6), (6, 12))
+        ]
     torch.testing.assert_close(torch.cat(parts), full, atol=1e-5, rtol=1e-5)
 
 
@@ -156,9 +160,13 @@ def test_eagle_tree_node_sees_only_its_ancestors() -> None:
         kv = new_kv(layer, 16)
         attend(layer, f[:5], e[:5], torch.arange(5), kv, None)
         # nodes a, b (siblings at position 5), then c under b at position 6
-        mask = torch.zeros(2, 7, dtype=torch.bool); mask[:, :5] = True; mask[0, 5] = mask[1, 6] = True
+        mask = torch.zeros(2, 7, dtype=torch.bool)
+        mask[:, :5] = True
+        mask[0, 5] = mask[1, 6] = True
         ab = attend(layer, f[5:7], e[5:7], torch.tensor([5, 5]), kv, mask)
-        mask = torch.zeros(1, 8, dtype=torch.bool); mask[:, :5] = True; mask[0, 6] = mask[0, 7] = True
+        mask = torch.zeros(1, 8, dtype=torch.bool)
+        mask[:, :5] = True
+        mask[0, 6] = mask[0, 7] = True
         c = attend(layer, f[7:8], e[7:8], torch.tensor([6]), kv, mask)
         for path, node_out in (([5], ab[0:1]), ([6], ab[1:2]), ([6, 7], c)):
             kv2 = new_kv(layer, 16)
@@ -175,9 +183,14 @@ def test_eagle_decoder_equals_layer() -> None:
         fast = EagleDecoder(layer)
         f, e = torch.randn(9, 32), torch.randn(9, 32)
         kv_ref, kv_fast = new_kv(layer, 4), fast.new_kv(4)
-        mask = torch.zeros(2, 9, dtype=torch.bool); mask[:, :7] = True; mask[0, 7] = mask[1, 8] = True
-        for a, b, pos, m in ((0, 6, torch.arange(6), None), (6, 7, torch.tensor([6]), None),
-                             (7, 9, torch.tensor([7, 7]), mask)):
+        mask = torch.zeros(2, 9, dtype=torch.bool)
+        mask[:, :7] = True
+        mask[0, 7] = mask[1, 8] = True
+        for a, b, pos, m in (
+            (0, 6, torch.arange(6), None),
+            (6, 7, torch.tensor([6]), None),
+            (7, 9, torch.tensor([7, 7]), mask),
+        ):
             ref = attend(layer, f[a:b], e[a:b], pos, kv_ref, m)
             torch.testing.assert_close(fast.attend(f[a:b], e[a:b], pos, kv_fast, m), ref, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(kv_fast.k[:, :9], kv_ref.k[:, :9], atol=1e-5, rtol=1e-5)
@@ -193,10 +206,17 @@ def test_eagle_resynchronises_by_common_prefix() -> None:
     make = lambda: Eagle(layer, embed, head, nodes=10, depth=4, beam=3, top_k=3, node_cost=0.0, expand_min=0.0)
     eagle = make()
     # repeat, grow, grow, switch to the other request (common prefix 10), grow, shrink
-    for tokens, hidden, n in ((tok_a, hid_a, 12), (tok_a, hid_a, 12), (tok_a, hid_a, 17), (tok_a, hid_a, 25),
-                              (tok_b, hid_b, 20), (tok_b, hid_b, 31), (tok_b, hid_b, 9)):
-        got = eagle.propose(_ctx(tokens[:n], hidden[:n - 1]))
-        ref = make().propose(_ctx(tokens[:n], hidden[:n - 1]))
+    for tokens, hidden, n in (
+        (tok_a, hid_a, 12),
+        (tok_a, hid_a, 12),
+        (tok_a, hid_a, 17),
+        (tok_a, hid_a, 25),
+        (tok_b, hid_b, 20),
+        (tok_b, hid_b, 31),
+        (tok_b, hid_b, 9),
+    ):
+        got = eagle.propose(_ctx(tokens[:n], hidden[: n - 1]))
+        ref = make().propose(_ctx(tokens[:n], hidden[: n - 1]))
         assert got.parents == ref.parents and got.tokens.tolist() == ref.tokens.tolist(), n
         assert eagle.kv.length == n - 1  # draft slots dropped
     assert 1 <= got.n <= 10 and got.q is None

@@ -1,6 +1,7 @@
 """The shipped Medusa and EAGLE heads on the shipped target: greedy output identical to plain
 decoding and to transformers' generate on 20 prompts; at temperature 1 the first token of a tree
 step is distributed as p; the CLI offers both methods; the shipped tree is a valid path list."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ import pytest
 import torch
 
 from engine.config import GenerateSpec, SamplingParams
-from engine.proposers.medusa.paths import load_paths, tree_order
 from engine.loading import ASSETS
+from engine.proposers.medusa.paths import load_paths, tree_order
 from engine.sampling import to_probs
 from tests.test_distribution import chi2_pvalue
 from tests.test_session import hf_greedy
@@ -83,8 +84,23 @@ def test_first_token_of_a_tree_step_is_distributed_as_p(engine, prompts, method)
 @pytest.mark.slow
 def test_cli_generates_with_medusa_and_eagle(prompts):
     for method in HEADS:
-        out = subprocess.run([sys.executable, "-m", "app.cli", "generate", prompts[0][-300:], "--method", method,
-                              "--max-new-tokens", "12", "--json"], capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "generate",
+                prompts[0][-300:],
+                "--method",
+                method,
+                "--max-new-tokens",
+                "12",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
         res = json.loads(out.stdout)
         assert len(res["tokens"]) == 12 and res["stats"]["tau"] >= 1.0

@@ -1,6 +1,7 @@
 """Smoke test of ``specdec train medusa`` / ``specdec train eagle`` on the shipped target with a few
 tiny windows (CI never retrains the shipped heads): features, training, resume, the folder with
 its card and tree, and that the freshly trained heads load into the engine and stay exact."""
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ def _work(tmp_path: Path) -> Path:
     import inspect
 
     from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(str(DEFAULT_TARGET))
     work = tmp_path / "work"
     work.mkdir()
@@ -29,9 +31,22 @@ def _work(tmp_path: Path) -> Path:
 
 
 def _options(tmp_path: Path, work: Path, steps: int) -> HeadsOptions:
-    return HeadsOptions(target=DEFAULT_TARGET, work=work, cache=tmp_path / "cache", out=tmp_path / "out",
-                        corpus_windows=4, greedy_windows=2, heldout_windows=2, prefix=16, cont=8,
-                        steps=steps, batch=32, window=16, nodes=6, ckpt_every=1)
+    return HeadsOptions(
+        target=DEFAULT_TARGET,
+        work=work,
+        cache=tmp_path / "cache",
+        out=tmp_path / "out",
+        corpus_windows=4,
+        greedy_windows=2,
+        heldout_windows=2,
+        prefix=16,
+        cont=8,
+        steps=steps,
+        batch=32,
+        window=16,
+        nodes=6,
+        ckpt_every=1,
+    )
 
 
 @pytest.mark.slow
@@ -53,6 +68,7 @@ def test_train_heads_writes_loadable_folders_resumes_and_stays_exact(tmp_path):
     # barely trained heads are bad drafts, and still exact: the verifier decides every token
     from engine.config import GenerateSpec
     from engine.session import Engine
+
     engine = Engine.load(DEFAULT_TARGET, None, heads_dir=out)
     assert {"medusa", "eagle"} <= set(engine.methods)
     prompt = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"

@@ -1,5 +1,6 @@
 """The lean draft path computes what transformers computes (to float tolerance), across a
 prefill, single-token steps, a truncation and a buffer that has to grow."""
+
 from __future__ import annotations
 
 import torch
@@ -23,5 +24,6 @@ def test_lean_logits_match_transformers(engine):
 
 def test_unsupported_architectures_fall_back(engine):
     from engine.proposers.draft import DraftModel, HFRunner
+
     assert isinstance(DraftModel(engine.draft_model, lean=False).runner, HFRunner)
     assert isinstance(engine.proposers["draft"].runner, LeanLlama)

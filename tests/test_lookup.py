@@ -1,4 +1,5 @@
 """Prompt lookup: the longest suffix n-gram's most recent earlier match, up to the budget."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,10 @@ def test_proposer_returns_a_deterministic_chain():
     prop, spec = PromptLookup(), GenerateSpec(method="lookup", k=4)
     d = prop.propose(Context([1, 2, 3, 4, 1, 2], spec, budget=3, k_max=4))
     assert d.tokens.tolist() == [3, 4, 1] and d.q is None and d.is_chain
-    assert prop.propose(Context([1, 2, 3, 4, 1, 2], spec, budget=8, k_max=2)).tokens.tolist() == [3, 4]  # the request's k
+    assert prop.propose(Context([1, 2, 3, 4, 1, 2], spec, budget=8, k_max=2)).tokens.tolist() == [
+        3,
+        4,
+    ]  # the request's k
     assert prop.propose(Context([1, 2, 3], spec, budget=3, k_max=4)).n == 0
     assert prop.propose(Context([1, 2, 1], spec, budget=0, k_max=4)).n == 0
 

@@ -5,6 +5,7 @@ drafted token: x ~ q_sampled, accepted with probability min(1, p(x) / q_reported
 token from norm(max(0, p - q_reported)). The sampling-based tests of the real verifier are in
 tests/test_verify.py and tests/test_distribution.py; these tests pin down *why* it must be so.
 """
+
 from __future__ import annotations
 
 import math
@@ -118,7 +119,7 @@ def test_rejection_probability_is_tv_and_no_exact_scheme_accepts_more():
     # Sun et al. (block verification, section 1): p = (1/3, 2/3), q = (2/3, 1/3), two draft tokens:
     # token-by-token verification accepts beta + beta^2 = 10/9 tokens per step (block: 11/9)
     beta = np.minimum([1 / 3, 2 / 3], [2 / 3, 1 / 3]).sum()
-    assert beta + beta ** 2 == pytest.approx(10 / 9)
+    assert beta + beta**2 == pytest.approx(10 / 9)
 
 
 def test_the_same_transform_is_needed_but_does_not_maximise_overlap():

@@ -1,14 +1,24 @@
 """Unit tests of the language server's pure logic (lsp.completion) and its command line."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from lsp.completion import (DEFAULT_METHOD, Options, OptionsError, TypeAhead, cut, finish, offset_at, tail, trim,
-                            word_before)
+from lsp.completion import (
+    DEFAULT_METHOD,
+    Options,
+    OptionsError,
+    TypeAhead,
+    cut,
+    finish,
+    offset_at,
+    tail,
+    trim,
+    word_before,
+)
 
 
 def test_offset_at_counts_utf16_units_and_clamps_to_the_line():
@@ -81,8 +91,17 @@ def test_options_defaults_and_validation():
     o2 = o.updated({"specdec": {"method": "draft", "stop": "block", "max_new_tokens": 64}}, methods)
     assert (o2.method, o2.stop, o2.max_new_tokens) == ("draft", "block", 64)
     assert o.updated(None, methods) is o
-    for bad in ({"method": "medusa"}, {"stop": "word"}, {"max_new_tokens": 0}, {"max_new_tokens": True},
-                {"temperature": -1}, {"k": 0}, {"cache": "yes"}, {"nope": 1}, [1]):
+    for bad in (
+        {"method": "medusa"},
+        {"stop": "word"},
+        {"max_new_tokens": 0},
+        {"max_new_tokens": True},
+        {"temperature": -1},
+        {"k": 0},
+        {"cache": "yes"},
+        {"nope": 1},
+        [1],
+    ):
         with pytest.raises(OptionsError):
             o.updated(bad, methods)
 
@@ -93,6 +112,7 @@ def test_cli_help_and_bad_flags():
     assert out.returncode == 0 and "--tcp HOST:PORT" in out.stdout and "initializationOptions" in out.stdout
     bad = subprocess.run(env_cmd + ["--tcp", "nohost"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr
-    bad = subprocess.run(env_cmd + ["--stop", "block", "--max-new-tokens", "0"], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        env_cmd + ["--stop", "block", "--max-new-tokens", "0"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "max_new_tokens" in bad.stderr and "Traceback" not in bad.stderr

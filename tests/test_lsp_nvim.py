@@ -1,5 +1,6 @@
 """Neovim headless (Debian's 0.7.2) as a real editor: it starts `specdec lsp`, opens a Python file
 and asks for completion; the answer must be the engine's greedy continuation of the line."""
+
 from __future__ import annotations
 
 import json
@@ -36,12 +37,22 @@ def test_neovim_gets_the_greedy_line_completion(tmp_path: Path, engine):
     src.write_text(SOURCE, encoding="utf-8")
     lines = SOURCE.split("\n")
     out = tmp_path / "result.json"
-    env = dict(os.environ, SPECDEC_OUT=str(out), SPECDEC_PYTHON=sys.executable, SPECDEC_LINE=str(len(lines) - 1),
-               SPECDEC_COL=str(len(lines[-1])),
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {PROBE}", str(src)],
-                          env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
-                          timeout=240)
+    env = dict(
+        os.environ,
+        SPECDEC_OUT=str(out),
+        SPECDEC_PYTHON=sys.executable,
+        SPECDEC_LINE=str(len(lines) - 1),
+        SPECDEC_COL=str(len(lines[-1])),
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {PROBE}", str(src)],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.exists(), f"no result from Neovim (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
     result = json.loads(out.read_text(encoding="utf-8"))
     assert "error" not in result, result

@@ -3,6 +3,7 @@
 The expected continuation is the engine's own temperature-0 output for the same prefix (the
 shipped models, loaded in this process), cut at the stop mode's end.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,11 @@ DEF_LINE = next(i for i, ln in enumerate(LINES) if ln.startswith("def compress("
 async def client(lsp_client: LanguageClient):
     lsp_client.stats = []
     lsp_client.feature("specdec/stats")(lambda params: lsp_client.stats.append(params))
-    lsp_client.init_result = await lsp_client.initialize_session(t.InitializeParams(capabilities=pytest_lsp.client_capabilities("neovim"),
-                                                           initialization_options={"telemetry": True}))
+    lsp_client.init_result = await lsp_client.initialize_session(
+        t.InitializeParams(
+            capabilities=pytest_lsp.client_capabilities("neovim"), initialization_options={"telemetry": True}
+        )
+    )
     yield
     await lsp_client.shutdown_session()
 
@@ -62,14 +66,19 @@ def configure(client: LanguageClient, **settings) -> None:
 
 
 async def complete(client: LanguageClient, uri: str, line: int, char: int) -> t.CompletionList:
-    return await client.text_document_completion_async(t.CompletionParams(t.TextDocumentIdentifier(uri),
-                                                                          t.Position(line, char)))
+    return await client.text_document_completion_async(
+        t.CompletionParams(t.TextDocumentIdentifier(uri), t.Position(line, char))
+    )
 
 
 async def inline(client: LanguageClient, uri: str, line: int, char: int) -> t.InlineCompletionList:
-    return await client.text_document_inline_completion_async(t.InlineCompletionParams(
-        t.InlineCompletionContext(t.InlineCompletionTriggerKind.Invoked), t.TextDocumentIdentifier(uri),
-        t.Position(line, char)))
+    return await client.text_document_inline_completion_async(
+        t.InlineCompletionParams(
+            t.InlineCompletionContext(t.InlineCompletionTriggerKind.Invoked),
+            t.TextDocumentIdentifier(uri),
+            t.Position(line, char),
+        )
+    )
 
 
 async def wait_for(predicate, what: str, seconds: float = 120.0):
@@ -114,15 +123,25 @@ async def test_typed_ahead_characters_are_served_from_the_cache(client: Language
     first = (await complete(client, uri, DEF_LINE + 1, 0)).items[0].insert_text
     assert len(first.lstrip()) >= 3 and client.stats[-1].source == "model"
     typed = first[: len(first) - len(first.lstrip()) + 2]
-    client.text_document_did_change(t.DidChangeTextDocumentParams(
-        t.VersionedTextDocumentIdentifier(version=2, uri=uri),
-        [t.TextDocumentContentChangePartial(t.Range(t.Position(DEF_LINE + 1, 0), t.Position(DEF_LINE + 1, 0)), typed)]))
+    client.text_document_did_change(
+        t.DidChangeTextDocumentParams(
+            t.VersionedTextDocumentIdentifier(version=2, uri=uri),
+            [
+                t.TextDocumentContentChangePartial(
+                    t.Range(t.Position(DEF_LINE + 1, 0), t.Position(DEF_LINE + 1, 0)), typed
+                )
+            ],
+        )
+    )
     line, col = DEF_LINE + 1 + typed.count("\n"), len(typed.split("\n")[-1])
     rest = (await inline(client, uri, line, col)).items[0].insert_text
     assert typed + rest == first and client.stats[-1].source == "cache"
-    client.text_document_did_change(t.DidChangeTextDocumentParams(
-        t.VersionedTextDocumentIdentifier(version=3, uri=uri),
-        [t.TextDocumentContentChangePartial(t.Range(t.Position(line, col), t.Position(line, col)), "Zq")]))
+    client.text_document_did_change(
+        t.DidChangeTextDocumentParams(
+            t.VersionedTextDocumentIdentifier(version=3, uri=uri),
+            [t.TextDocumentContentChangePartial(t.Range(t.Position(line, col), t.Position(line, col)), "Zq")],
+        )
+    )
     await complete(client, uri, line, col + 2)
     assert client.stats[-1].source == "model"  # typed something else: the model runs
 
@@ -131,8 +150,13 @@ async def _start_long(client: LanguageClient, uri: str, token: str):
     configure(client, stop="block", max_new_tokens=256, cache=False, method="none")
     open_doc(client, uri, DOC)
     client.progress_reports[token] = []
-    fut = asyncio.ensure_future(client.protocol.send_request_async(t.TEXT_DOCUMENT_COMPLETION, t.CompletionParams(
-        t.TextDocumentIdentifier(uri), t.Position(len(LINES) - 1, 0), work_done_token=token), msg_id=token))
+    fut = asyncio.ensure_future(
+        client.protocol.send_request_async(
+            t.TEXT_DOCUMENT_COMPLETION,
+            t.CompletionParams(t.TextDocumentIdentifier(uri), t.Position(len(LINES) - 1, 0), work_done_token=token),
+            msg_id=token,
+        )
+    )
     await wait_for(lambda: len(client.progress_reports[token]) >= 2, "the generation to start")
     return fut
 
@@ -177,11 +201,13 @@ async def test_bad_inputs_get_empty_answers_and_the_server_keeps_serving(client:
     configure(client, method="medusa-typo")
     await wait_for(lambda: any("medusa-typo" in m.message for m in client.messages), "the error message")
     server = client._server  # raw messages the client library would refuse to send:
-    for body in (b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"x": "\xff\xfe"}}',  # not UTF-8
-                 b'{"jsonrpc": "2.0", "id": "neg", "method": "textDocument/completion", "params": '
-                 b'{"textDocument": {"uri": "file:///small.py"}, "position": {"line": -1, "character": 0}}}',
-                 b'{"jsonrpc": "2.0", "id": "junk", "method": "textDocument/completion", "params": [1, 2]}',
-                 b'{not json'):
+    for body in (
+        b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"x": "\xff\xfe"}}',  # not UTF-8
+        b'{"jsonrpc": "2.0", "id": "neg", "method": "textDocument/completion", "params": '
+        b'{"textDocument": {"uri": "file:///small.py"}, "position": {"line": -1, "character": 0}}}',
+        b'{"jsonrpc": "2.0", "id": "junk", "method": "textDocument/completion", "params": [1, 2]}',
+        b"{not json",
+    ):
         server.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     await server.stdin.drain()
     got = await complete(client, "file:///small.py", 1, 0)

@@ -1,5 +1,6 @@
 """engine/packed.py: the packed path runs only inside its scope, matches F.linear to float rounding,
 and leaves the model stock outside it (transformers' generate on the same object is untouched)."""
+
 from __future__ import annotations
 
 import pytest

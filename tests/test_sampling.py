@@ -1,4 +1,5 @@
 """engine.sampling: temperature / top-k / top-p rows and draws that spare the generator."""
+
 from __future__ import annotations
 
 import pytest

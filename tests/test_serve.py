@@ -2,6 +2,7 @@
 loopback: exact streams (equal to `specdec generate` and to solo runs, also under eight concurrent
 clients), cancel and disconnect within one engine step, a full queue, every bad input, auth and
 origin checks, and graceful shutdown on SIGTERM (a real subprocess)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,12 +21,22 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from app.cli import main as cli_main
 from app.ws_protocol import Limits
 from engine.config import GenerateSpec, SamplingParams
-from tests.serve_helpers import (GOOD_ORIGIN, TIMEOUT_S, TOKEN, ServerThread, check_stream, client, generate,
-                                 recv, send, until_done)
+from tests.serve_helpers import (
+    GOOD_ORIGIN,
+    TIMEOUT_S,
+    TOKEN,
+    ServerThread,
+    check_stream,
+    client,
+    generate,
+    recv,
+    send,
+    until_done,
+)
 
 pytestmark = pytest.mark.slow
 LIMITS = Limits(max_message_bytes=4096, max_prompt_tokens=100, max_new_tokens=400, max_queue=8)
-LONG = "import os\n"   # greedy decoding runs past 300 tokens without EOS
+LONG = "import os\n"  # greedy decoding runs past 300 tokens without EOS
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +119,9 @@ def test_cancel_mid_stream_then_the_connection_is_reused(srv, engine):
         job = srv.finished("long")
         assert job.stop == "cancelled" and job.steps - job.steps_at_cancel <= 1  # within one engine step
         generate(ws, "long", "def add(a, b):\n", method="lookup", max_new_tokens=16)  # the id is free again
-        assert check_stream(until_done(ws, "long")) == solo(engine, "def add(a, b):\n", method="lookup",
-                                                              max_new_tokens=16)
+        assert check_stream(until_done(ws, "long")) == solo(
+            engine, "def add(a, b):\n", method="lookup", max_new_tokens=16
+        )
 
 
 @pytest.mark.parametrize("abrupt", [False, True])
@@ -190,12 +202,12 @@ def test_every_bad_input_gets_its_error_and_the_connection_stays_usable(srv, eng
         send(ws, type="cancel", id="dup")
         assert until_done(ws, "dup")[-1]["stop"] == "cancelled"
         generate(ws, "ok", "def add(a, b):\n", method="draft", max_new_tokens=12)
-        assert check_stream(until_done(ws, "ok")) == solo(engine, "def add(a, b):\n", method="draft",
-                                                          max_new_tokens=12)
+        assert check_stream(until_done(ws, "ok")) == solo(engine, "def add(a, b):\n", method="draft", max_new_tokens=12)
 
 
 def _closed_with_policy_violation(url: str, **kwargs) -> None:
     from websockets.sync.client import connect
+
     with connect(url, open_timeout=TIMEOUT_S, **kwargs) as ws:
         msg = json.loads(ws.recv(timeout=TIMEOUT_S))
         assert msg["type"] == "error" and msg["code"] == "unauthorized"
@@ -225,8 +237,13 @@ def test_origin_check(srv):
 
 def test_sigterm_ends_running_and_queued_requests_with_shutdown():
     env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", "0", "--max-queue", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", "0", "--max-queue", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline()
         assert "listening on ws://127.0.0.1:" in line, line + proc.stderr.read()
@@ -256,12 +273,22 @@ def test_the_example_page_streams_coloured_fates_in_a_real_browser(engine):
     from pathlib import Path
 
     from playwright.sync_api import sync_playwright
+
     page_path = Path(__file__).resolve().parent.parent / "assets" / "web" / "stream.html"
     prompt, n = "def fibonacci(n):\n", 24
     with ServerThread(engine, LIMITS, allow_origins=()) as s, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         try:
             page = browser.new_page()
             page.goto(f"{page_path.as_uri()}?server={s.url}&token={TOKEN}")
@@ -269,10 +296,12 @@ def test_the_example_page_streams_coloured_fates_in_a_real_browser(engine):
             page.select_option("#method", "draft")
             page.fill("#max_new_tokens", str(n))
             page.click("#generate")
-            page.wait_for_function("document.getElementById('status').textContent.startsWith('done')",
-                                   timeout=60_000)
-            spans = page.eval_on_selector_all("#out span", "els => els.map(e => [e.className, e.textContent, "
-                                              "getComputedStyle(e).color, getComputedStyle(e).textDecorationLine])")
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('done')", timeout=60_000)
+            spans = page.eval_on_selector_all(
+                "#out span",
+                "els => els.map(e => [e.className, e.textContent, "
+                "getComputedStyle(e).color, getComputedStyle(e).textDecorationLine])",
+            )
         finally:
             browser.close()
     assert spans[0][:2] == ["prompt", prompt]

@@ -1,6 +1,7 @@
 """The loop on the shipped models: every method at temperature 0 emits exactly the tokens of plain
 greedy decoding and of transformers' generate(do_sample=False); events are consistent with the
 output; sampling is seeded; stopping and cancellation leave the engine consistent."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,9 +17,14 @@ NEW = 32
 def hf_greedy(engine: Engine, ids: list[int], n: int) -> list[int]:
     x = torch.tensor([ids])
     with torch.inference_mode():
-        out = engine.target.model.generate(x, attention_mask=torch.ones_like(x), do_sample=False,
-                                           max_new_tokens=n, pad_token_id=engine.tokenizer.eos_token_id)
-    gen = out[0, len(ids):].tolist()
+        out = engine.target.model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            do_sample=False,
+            max_new_tokens=n,
+            pad_token_id=engine.tokenizer.eos_token_id,
+        )
+    gen = out[0, len(ids) :].tolist()
     for i, t in enumerate(gen):  # HF pads after EOS in some settings: cut at the first EOS
         if t in engine.eos_ids:
             return gen[: i + 1]
@@ -28,8 +34,12 @@ def hf_greedy(engine: Engine, ids: list[int], n: int) -> list[int]:
 @pytest.mark.slow
 def test_every_method_is_greedy_exact_on_shipped_prompts(engine, prompts):
     assert len(prompts) >= N_PROMPTS
-    specs = [GenerateSpec(method="draft", k=3), GenerateSpec(method="draft", k="auto"),
-             GenerateSpec(method="lookup", k=4), GenerateSpec(method="lookup", k="auto")]
+    specs = [
+        GenerateSpec(method="draft", k=3),
+        GenerateSpec(method="draft", k="auto"),
+        GenerateSpec(method="lookup", k=4),
+        GenerateSpec(method="lookup", k="auto"),
+    ]
     accepted = 0
     for prompt in prompts[:N_PROMPTS]:
         base = engine.generate(prompt, GenerateSpec(method="none", max_new_tokens=NEW))
@@ -69,8 +79,13 @@ def test_joined_event_text_equals_decoded_output(engine, prompts, method):
 @pytest.mark.slow
 def test_seeded_sampling_is_reproducible(engine, prompts):
     def run(seed):
-        return engine.generate(prompts[4], GenerateSpec(method="draft", k=3, max_new_tokens=30,
-                                                        sampling=SamplingParams(temperature=1.0, top_p=0.95, seed=seed))).tokens
+        return engine.generate(
+            prompts[4],
+            GenerateSpec(
+                method="draft", k=3, max_new_tokens=30, sampling=SamplingParams(temperature=1.0, top_p=0.95, seed=seed)
+            ),
+        ).tokens
+
     assert run(11) == run(11)
     assert run(11) != run(12)
 

@@ -1,4 +1,5 @@
 """Pure logic of the loop: stop handling inside a step, the statistics' definitions."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -23,8 +24,9 @@ class FakeDetok:
 
 def test_eos_inside_an_accepted_run_stops_there():
     draft = Draft.chain(torch.tensor([5, EOS, 7]))
-    verdict = Verdict(path=(0, 1, 2), token=9, bonus=True,
-                      tested=((0, 1.0, 1.0, True), (1, 1.0, 1.0, True), (2, 1.0, 1.0, True)))
+    verdict = Verdict(
+        path=(0, 1, 2), token=9, bonus=True, tested=((0, 1.0, 1.0, True), (1, 1.0, 1.0, True), (2, 1.0, 1.0, True))
+    )
     engine = SimpleNamespace(eos_ids={EOS})
     pieces, new, stop = _pieces(engine, draft, verdict, 1, FakeDetok(), room=100)
     assert new == [5, EOS] and stop == "eos"
@@ -33,13 +35,15 @@ def test_eos_inside_an_accepted_run_stops_there():
 
 def test_length_limit_cuts_inside_a_step_and_rejections_are_shown():
     draft = Draft.chain(torch.tensor([5, 6, 7]))
-    verdict = Verdict(path=(0,), token=8, bonus=False,
-                      tested=((0, 0.9, 1.0, True), (1, 0.1, 1.0, False)))
+    verdict = Verdict(path=(0,), token=8, bonus=False, tested=((0, 0.9, 1.0, True), (1, 0.1, 1.0, False)))
     engine = SimpleNamespace(eos_ids={EOS})
     pieces, new, stop = _pieces(engine, draft, verdict, 3, FakeDetok(), room=2)
     assert new == [5, 8] and stop == "length"
     assert [(pc.kind, pc.text, pc.position) for pc in pieces] == [
-        ("accepted", "<5>", 1), ("rejected", "[6]", 2), ("recovered", "<8>", 2)]
+        ("accepted", "<5>", 1),
+        ("rejected", "[6]", 2),
+        ("recovered", "<8>", 2),
+    ]
     pieces, new, stop = _pieces(engine, draft, verdict, 3, FakeDetok(), room=1)
     assert new == [5] and stop == "length"
 

@@ -1,5 +1,6 @@
 """The house plan, checked: no import cycle anywhere, the library imports no front end or tool,
 argparse lives only in app/ and tools/, and one registry entry is all a new method needs."""
+
 from __future__ import annotations
 
 import ast
@@ -28,8 +29,12 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(n) for b in ast.walk(tree) if isinstance(b, ast.If) and ast.unparse(b.test) == "TYPE_CHECKING"
-                       for n in ast.walk(b)}
+        typing_only = {
+            id(n)
+            for b in ast.walk(tree)
+            if isinstance(b, ast.If) and ast.unparse(b.test) == "TYPE_CHECKING"
+            for n in ast.walk(b)
+        }
         for node in ast.walk(tree):
             if id(node) in typing_only:  # annotations only, never imported at run time
                 continue
@@ -131,8 +136,14 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
     twin = Engine(engine.tokenizer, engine.target.model, None, heads_dir=None)
     assert "echo" in twin.methods and "draft" not in twin.methods
     hello = proto.hello(twin.methods, twin.context, proto.Limits(), False)
-    assert {"name": "echo", "description": "repeat the pending token (a test)", "drafts": "chain",
-            "deterministic": True, "auto_k": 2, "k_means": "tokens"} in hello["method_info"]
+    assert {
+        "name": "echo",
+        "description": "repeat the pending token (a test)",
+        "drafts": "chain",
+        "deterministic": True,
+        "auto_k": 2,
+        "k_means": "tokens",
+    } in hello["method_info"]
     prompt = "x = [0, 0, 0, 0\n"
     base = twin.generate(prompt, GenerateSpec(method="none", max_new_tokens=24)).tokens
     out = twin.generate(prompt, GenerateSpec(method="echo", max_new_tokens=24))

@@ -1,4 +1,5 @@
 """The k sweep (tools/sweep.py, `specdec sweep`), the SVG writer and the edit-prompt builder."""
+
 from __future__ import annotations
 
 import json
@@ -8,11 +9,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tools.sweep import predictions, step_summary
 from engine.events import Stats, StepEvent
-from tools.svgplot import DASHED, Series, line_chart, nice_ticks
-from tools.training.edit_prompts import edited_copy, functions
 from engine.theory import expected_tokens_per_position
+from tools.svgplot import DASHED, Series, line_chart, nice_ticks
+from tools.sweep import predictions, step_summary
+from tools.training.edit_prompts import edited_copy, functions
 
 SRC = '''def area(width, height):
     """Area of a rectangle."""
@@ -25,8 +26,9 @@ SRC = '''def area(width, height):
 
 class FakeResult:
     def __init__(self, sizes: list[int], stats: Stats, ms: float = 1.0) -> None:
-        self.events = [StepEvent(i, (), stats, {"propose": 0.1 * n, "score": ms, "verify": 0.1}, n)
-                       for i, n in enumerate(sizes)]
+        self.events = [
+            StepEvent(i, (), stats, {"propose": 0.1 * n, "score": ms, "verify": 0.1}, n) for i, n in enumerate(sizes)
+        ]
         self.stats = stats
 
 
@@ -51,9 +53,15 @@ def test_predictions_use_each_steps_draft_size_and_mean_costs():
 
 def test_svg_is_well_formed_and_draws_every_series():
     assert nice_ticks(0.93, 2.41)[0] <= 0.93 and nice_ticks(0.93, 2.41)[-1] >= 2.41
-    svg = line_chart([Series("draft measured", [1, 2, 4], [1.1, 1.2, None]),
-                      Series("draft predicted", [1, 2, 4], [1.0, 1.3, 1.2], dash=DASHED)],
-                     "t <&>", "k", "speedup")
+    svg = line_chart(
+        [
+            Series("draft measured", [1, 2, 4], [1.1, 1.2, None]),
+            Series("draft predicted", [1, 2, 4], [1.0, 1.3, 1.2], dash=DASHED),
+        ],
+        "t <&>",
+        "k",
+        "speedup",
+    )
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
     lines = root.findall(f"{ns}polyline")
@@ -75,6 +83,7 @@ def test_edit_prompts_copy_with_the_edit_applied():
 
 def test_shipped_edit_prompts_are_well_formed():
     from engine.loading import ASSETS
+
     records = [json.loads(line) for line in (ASSETS / "prompts" / "edits.jsonl").read_text().splitlines()]
     assert len(records) == 20
     for r in records:
@@ -86,9 +95,30 @@ def test_shipped_edit_prompts_are_well_formed():
 @pytest.mark.slow
 def test_sweep_command_writes_json_and_svg(tmp_path):
     out, svg = tmp_path / "s.json", tmp_path / "s.svg"
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "sweep", "--limit", "1", "--max-new-tokens", "12",
-                           "--k", "1,2", "--warmup", "0", "--json", str(out), "--svg", str(svg), "--no-progress"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "sweep",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "12",
+            "--k",
+            "1,2",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+            "--svg",
+            str(svg),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
     assert set(result["methods"]) == {"none", "draft@k=1", "draft@k=2", "lookup@k=1", "lookup@k=2"}

@@ -20,6 +20,7 @@ Every Monte Carlo comparison is seeded and bounded by a few standard errors, and
 shows that a plausible wrong formula (no bonus token, infinite k, the mean draft length plugged into
 a concave formula, a constant r, ...) lands many standard errors (or a clear margin) away.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,8 +74,9 @@ def pair(alpha: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     return p, q, float(np.minimum(p, q).sum())
 
 
-def accepted_runs(pairs: list[tuple[np.ndarray, np.ndarray]], n: int, rng: np.random.Generator,
-                  sizes: np.ndarray | None = None) -> np.ndarray:
+def accepted_runs(
+    pairs: list[tuple[np.ndarray, np.ndarray]], n: int, rng: np.random.Generator, sizes: np.ndarray | None = None
+) -> np.ndarray:
     """Accepted draft tokens in each of n simulated steps: position i draws x ~ q_i and accepts it
     with probability min(1, p_i(x)/q_i(x)); the run stops at the first rejection (or at the step's
     draft size, when ``sizes`` gives one per step)."""
@@ -99,8 +101,8 @@ def test_expected_tokens_matches_rejection_sampling(alpha, k):
     assert a == pytest.approx(alpha, abs=1e-9)
     tokens, se = mean_se(1 + accepted_runs([(p, q)] * k, N, rng))  # + the recovered or bonus token
     assert abs(tokens - expected_tokens(alpha, k)) < TIGHT * se
-    no_bonus = (1 - alpha ** k) / (1 - alpha)      # forgets the token sampled after the run
-    infinite_k = 1 / (1 - alpha)                   # forgets that the run stops at k
+    no_bonus = (1 - alpha**k) / (1 - alpha)  # forgets the token sampled after the run
+    infinite_k = 1 / (1 - alpha)  # forgets that the run stops at k
     assert abs(tokens - no_bonus) > FAR * se and abs(tokens - infinite_k) > FAR * se
 
 
@@ -142,7 +144,9 @@ def test_walltime_speedup_and_optimal_k_match_a_simulated_clock():
         assert abs(sim[k] - speedup(alpha, k, c, r)) < TIGHT * ses[k]
     k_sim = max(ks, key=lambda k: sim[k])
     assert abs(k_sim - best_k(alpha, c, 12, r)) <= 1  # the optimum is flat; its neighbours are within noise
-    assert sim[best_k(alpha, c, 12, r)] > sim[1] + FAR * ses[1] and sim[best_k(alpha, c, 12, r)] > sim[12] + FAR * ses[12]
+    assert (
+        sim[best_k(alpha, c, 12, r)] > sim[1] + FAR * ses[1] and sim[best_k(alpha, c, 12, r)] > sim[12] + FAR * ses[12]
+    )
     # a wrong cost model (the target forward forgotten: E / (k c)) would prefer k = 1 by far
     assert max(ks, key=lambda k: expected_tokens(alpha, k) / (k * c)) == 1
     assert abs(sim[3] - speedup(alpha, 3, c)) > FAR * ses[3]  # and so would the paper's r = 1 here
@@ -157,7 +161,8 @@ def test_arithmetic_factor_matches_counted_operations():
     assert ops_per_token == pytest.approx(arithmetic_factor(alpha, k, c_hat), rel=0.01)
     assert (k * c_hat + 1) / expected_tokens(alpha, k) < 0.8 * ops_per_token  # forgetting the wide forward
     assert arithmetic_factor(alpha, k, c_hat) == pytest.approx(
-        (1 - alpha) * (k * c_hat + k + 1) / (1 - alpha ** (k + 1)))
+        (1 - alpha) * (k * c_hat + k + 1) / (1 - alpha ** (k + 1))
+    )
 
 
 def test_break_even_and_optimal_k():
@@ -246,8 +251,10 @@ def test_linear_verify_cost_fits_the_sweep():
     rows = _sweep_rows("draft")
     ks, rs = [row["k_mean"] for row in rows], [row["r_mean"] for row in rows]
     r0, v = fit_verify_cost(ks, rs)
+
     def rmse(pred: list[float]) -> float:
         return float(np.sqrt(np.mean([(r - p) ** 2 for r, p in zip(rs, pred)])))
+
     linear, constant = rmse([verify_cost(k, r0, v) for k in ks]), rmse([float(np.mean(rs))] * len(rs))
     assert v > 0.03 and 1.0 < r0 < 1.5 and linear < 0.1 and constant > 2 * linear
     alpha = float(np.mean([row["alpha_cond"] for row in rows]))
@@ -289,7 +296,8 @@ def test_tree_expected_tokens_matches_the_real_verifier():
         seen[par] = seen.get(par, 0.0) + p[par + 1][tok]
     assert abs(mean - expected_tokens_tree(parents, cond)) > FAR * se
     assert expected_tokens_tree([-1, 0, 1], [0.9, 0.7, 0.5]) == pytest.approx(
-        expected_tokens_per_position([0.9, 0.7, 0.5]))
+        expected_tokens_per_position([0.9, 0.7, 0.5])
+    )
 
 
 def test_batch_verify_ratio_limits():
@@ -319,5 +327,5 @@ def test_with_r_above_one_k_equal_one_no_longer_decides_break_even():
     k = 1 does not: sum_{i<=k} alpha^i > k c + r - 1."""
     assert speedup(0.5, 1, 0.0, 1.6) < 1.0 < speedup(0.5, 8, 0.0, 1.6)
     for k in (1, 8):
-        pays = sum(0.5 ** i for i in range(1, k + 1)) > k * 0.0 + 1.6 - 1
+        pays = sum(0.5**i for i in range(1, k + 1)) > k * 0.0 + 1.6 - 1
         assert pays == (speedup(0.5, k, 0.0, 1.6) > 1.0)

@@ -1,5 +1,6 @@
 """Smoke test of the training pipeline on a tiny corpus (CI never retrains the shipped models):
 corpus split, tokenizer, target + online-distilled draft, distillation, export, card, resume."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,22 @@ from tools.training.run import TrainOptions, train_all
 
 def tiny_options(tmp_path: Path, steps: int) -> TrainOptions:
     std = Path(sysconfig.get_paths()["stdlib"])
-    return TrainOptions(out=tmp_path / "out", work=tmp_path / "work", vocab_size=320, steps=steps,
-                        distill_steps=2, greedy_steps=2, greedy_windows=2, batch=2, seq_len=32, compile=False,
-                        roots={"json": std / "json", "email": std / "email"},
-                        target_shape=dict(hidden=32, layers=1, heads=2, ffn=64),
-                        draft_shape=dict(hidden=16, layers=1, heads=1, ffn=32), eval_windows=2)
+    return TrainOptions(
+        out=tmp_path / "out",
+        work=tmp_path / "work",
+        vocab_size=320,
+        steps=steps,
+        distill_steps=2,
+        greedy_steps=2,
+        greedy_windows=2,
+        batch=2,
+        seq_len=32,
+        compile=False,
+        roots={"json": std / "json", "email": std / "email"},
+        target_shape=dict(hidden=32, layers=1, heads=2, ffn=64),
+        draft_shape=dict(hidden=16, layers=1, heads=1, ffn=32),
+        eval_windows=2,
+    )
 
 
 def test_split_is_by_file_and_deterministic():
@@ -31,6 +43,7 @@ def test_split_is_by_file_and_deterministic():
 @pytest.mark.slow
 def test_train_all_produces_loadable_models_with_cards_and_resumes(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     card = train_all(tiny_options(tmp_path, steps=3))
     out = tmp_path / "out"
     for role in ("target", "draft"):
@@ -45,6 +58,7 @@ def test_train_all_produces_loadable_models_with_cards_and_resumes(tmp_path):
     # resume: the same options with more steps continue from the checkpoint at step 3
     state = tmp_path / "work" / "pair" / "state.pt"
     import torch
+
     assert torch.load(state, weights_only=False)["step"] == 3
     assert torch.load(tmp_path / "work" / "greedy" / "state.pt", weights_only=False)["step"] == 2
     assert card["train_steps_draft_greedy"] == 2

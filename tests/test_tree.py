@@ -1,4 +1,5 @@
 """engine.tree: structure queries, validation, tree attention mask and positions."""
+
 from __future__ import annotations
 
 import pytest

@@ -9,11 +9,12 @@ joint (P^t)[pending, a] * P[a, b] in total variation. The bound is 2.5 times the
 multinomial noise gives on average for that many trials (so it tightens as trials grow), and the
 teeth test shows that plausible wrong verifiers land far above it.
 """
+
 from __future__ import annotations
 
 import math
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -223,12 +224,16 @@ GREEDY_CASES = [
 
 
 @pytest.mark.parametrize("with_q", [False, True], ids=["q=None", "q one-hot"])
-@pytest.mark.parametrize(
-    ("tokens", "parents", "argmaxes", "path", "token", "kind", "rejected"), GREEDY_CASES
-)
+@pytest.mark.parametrize(("tokens", "parents", "argmaxes", "path", "token", "kind", "rejected"), GREEDY_CASES)
 def test_greedy_table(
-    tokens: list[int], parents: list[int], argmaxes: list[int], path: tuple[int, ...],
-    token: int, kind: str, rejected: tuple[int, ...], with_q: bool,
+    tokens: list[int],
+    parents: list[int],
+    argmaxes: list[int],
+    path: tuple[int, ...],
+    token: int,
+    kind: str,
+    rejected: tuple[int, ...],
+    with_q: bool,
 ) -> None:
     q = _one_hot_rows(tokens, seed=9) if with_q and tokens else None
     draft = Draft.from_parents(tokens, parents, q=q)

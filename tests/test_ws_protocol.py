@@ -1,6 +1,7 @@
 """Protocol v1 as pure logic: every bad client message maps to its documented error code, good
 ones become a validated GenerateSpec; the server messages are JSON with the documented fields;
 the CLI's security helpers (loopback warning, token check) decide correctly."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def gen(**fields) -> str:
 
 BAD = [
     ("nope", "bad_json", None),
-    ("{\"type\": ", "bad_json", None),
+    ('{"type": ', "bad_json", None),
     ("[" * 900 + "]" * 0, "bad_json", None),
     ("[1, 2]", "bad_message", None),
     ('"generate"', "bad_message", None),
@@ -94,8 +95,10 @@ def test_defaults_and_integer_ids():
     msg = parse('{"type": "generate", "id": 42, "prompt": "a"}')
     assert msg.id == 42 and msg.spec.method == "draft" and msg.spec.sampling.greedy
     assert msg.spec.max_new_tokens == 50  # min(128, the server's cap)
-    assert proto.parse('{"type": "generate", "id": 1, "prompt": "a"}', LIMITS, ("none", "lookup"),
-                       encode).spec.method == "none"
+    assert (
+        proto.parse('{"type": "generate", "id": 1, "prompt": "a"}', LIMITS, ("none", "lookup"), encode).spec.method
+        == "none"
+    )
 
 
 def test_methods_come_from_the_engine_not_a_fixed_list():
@@ -109,8 +112,11 @@ def test_cancel():
 
 
 def test_server_messages_are_json_with_the_documented_fields():
-    pieces = (Piece(5, "ab", "accepted", 1, 1, 0.9, 0.8), Piece(6, "x", "rejected", 1, 2, 0.1, 0.7),
-              Piece(7, "c", "recovered", 1, 2))
+    pieces = (
+        Piece(5, "ab", "accepted", 1, 1, 0.9, 0.8),
+        Piece(6, "x", "rejected", 1, 2, 0.1, 0.7),
+        Piece(7, "c", "recovered", 1, 2),
+    )
     ev = StepEvent(1, pieces, Stats(steps=1, emitted=2), {"propose": 1.0, "score": 2.0, "verify": 0.1}, 2)
     step = json.loads(proto.dumps(proto.step("r", ev)))
     assert step["type"] == "step" and step["id"] == "r" and step["text"] == "abc"
@@ -128,8 +134,18 @@ def test_server_messages_are_json_with_the_documented_fields():
 
 
 def test_fast_stats_dict_equals_stats_to_dict():
-    s = Stats(steps=3, target_forwards=3, drafted=5, accepted=3, emitted=6, elapsed_s=0.2, prefill_s=0.01,
-              drafted_at=[3, 2], tested_at=[3, 1], accepted_at=[2, 1])
+    s = Stats(
+        steps=3,
+        target_forwards=3,
+        drafted=5,
+        accepted=3,
+        emitted=6,
+        elapsed_s=0.2,
+        prefill_s=0.01,
+        drafted_at=[3, 2],
+        tested_at=[3, 1],
+        accepted_at=[2, 1],
+    )
     assert proto.stats_dict(s) == s.to_dict() and proto.stats_dict(Stats()) == Stats().to_dict()
     assert list(proto.stats_dict(s)) == list(s.to_dict())
 
@@ -167,15 +183,19 @@ def test_absurd_nesting_is_bad_json_not_a_crash():
     assert e.value.code == "bad_json"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["serve", "--port", "70000"], "--port must be in [0, 65535]"),
-    (["serve", "--max-queue", "0"], "--max-queue must be >= 1"),
-    (["serve", "--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
-    (["serve", "--max-message-bytes", "-5"], "--max-message-bytes must be >= 1"),
-    (["serve", "--max-prompt-tokens", "0"], "--max-prompt-tokens must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["serve", "--port", "70000"], "--port must be in [0, 65535]"),
+        (["serve", "--max-queue", "0"], "--max-queue must be >= 1"),
+        (["serve", "--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+        (["serve", "--max-message-bytes", "-5"], "--max-message-bytes must be >= 1"),
+        (["serve", "--max-prompt-tokens", "0"], "--max-prompt-tokens must be >= 1"),
+    ],
+)
 def test_serve_refuses_bad_settings_before_loading_a_model(capsys, argv, message):
     from app.cli import main
+
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err

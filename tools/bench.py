@@ -35,6 +35,7 @@ Cost model and prediction, all from the step timings of this run:
   The gap between predicted and measured speedup is what the i.i.d. model leaves out: the verify
   step, Python overhead and the draft's cache resynchronisation.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,7 @@ class Row:
 def load_prompts(path: Path | str, limit: int | None = None) -> list[str]:
     path = Path(path)
     if not path.is_file():
-        raise PromptFileError(f"prompt file not found: {path} (one JSON object per line with a \"prompt\" string)")
+        raise PromptFileError(f'prompt file not found: {path} (one JSON object per line with a "prompt" string)')
     prompts: list[str] = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -110,15 +111,31 @@ def _ratio(a, b):
 def _machine() -> dict:
     import torch
     import transformers
-    return {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "torch_threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count()}
+
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+    }
 
 
-def run_bench(engine, prompts: list[str], rows: list[Row], max_new_tokens: int = 128, warmup: int = 2,
-              compare_hf: bool = False, repeats: int = 1, hf_assistant_tokens: int | None = None,
-              hf_lookup_tokens: int = 10, progress: bool = True) -> dict:
+def run_bench(
+    engine,
+    prompts: list[str],
+    rows: list[Row],
+    max_new_tokens: int = 128,
+    warmup: int = 2,
+    compare_hf: bool = False,
+    repeats: int = 1,
+    hf_assistant_tokens: int | None = None,
+    hf_lookup_tokens: int = 10,
+    progress: bool = True,
+) -> dict:
     from tqdm import tqdm
+
     if not prompts:
         raise ConfigError("no prompts to benchmark")
     if not any(r.method == "none" for r in rows):
@@ -133,29 +150,39 @@ def run_bench(engine, prompts: list[str], rows: list[Row], max_new_tokens: int =
     runners = {}
     for r in rows:
         if r.method not in engine.methods:
-            raise ConfigError(f"row {r.name}: method {r.method} is not available here (a draft model needs "
-                              f"--draft DIR, heads need their folders), drop it from --methods")
-        spec = GenerateSpec(method=r.method, k=r.k if r.k is not None else "auto",
-                            max_new_tokens=max_new_tokens, sampling=greedy)
-        runners[r.name] = (lambda x, spec=spec: engine.generate(x, spec))
+            raise ConfigError(
+                f"row {r.name}: method {r.method} is not available here (a draft model needs "
+                f"--draft DIR, heads need their folders), drop it from --methods"
+            )
+        spec = GenerateSpec(
+            method=r.method, k=r.k if r.k is not None else "auto", max_new_tokens=max_new_tokens, sampling=greedy
+        )
+        runners[r.name] = lambda x, spec=spec: engine.generate(x, spec)
     hf = {}
     if compare_hf:
         from .bench_hf import hf_runners
+
         hf = hf_runners(engine, hf_assistant_tokens, hf_lookup_tokens)
         for name, (fn, _) in hf.items():
-            runners[name] = (lambda x, fn=fn: fn(x, max_new_tokens))
+            runners[name] = lambda x, fn=fn: fn(x, max_new_tokens)
     names = list(runners)
     for w in range(warmup):
         for name in names:
             runners[name](ids[w % len(ids)])
     # runs[name][prompt] = list of (tokens, seconds, result or None), one per repeat
     runs: dict[str, list[list]] = {name: [[] for _ in ids] for name in names}
-    bar = tqdm(total=len(ids) * repeats * len(names), desc="bench", unit="gen", disable=not progress,
-               file=sys.stderr, dynamic_ncols=True)
+    bar = tqdm(
+        total=len(ids) * repeats * len(names),
+        desc="bench",
+        unit="gen",
+        disable=not progress,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
     turn = 0
     for i, x in enumerate(ids):
         for _ in range(repeats):
-            for name in names[turn % len(names):] + names[: turn % len(names)]:
+            for name in names[turn % len(names) :] + names[: turn % len(names)]:
                 bar.set_postfix_str(name, refresh=False)
                 t0 = time.perf_counter()
                 out = runners[name](x)
@@ -176,12 +203,23 @@ def run_bench(engine, prompts: list[str], rows: list[Row], max_new_tokens: int =
         methods[r.name] = d
     hf_out = {name: dict(summary[name], settings=settings) for name, (_, settings) in hf.items()}
     target = engine.target.model
-    config = {"models": {"target": getattr(target, "name_or_path", None) or None,
-                         "draft": getattr(engine.draft_model, "name_or_path", None)},
-              "device": str(engine.target.device), "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
-              "max_new_tokens": max_new_tokens, "n_prompts": len(ids), "warmup": warmup, "repeats": repeats,
-              "temperature": 0.0, "rows": [r.name for r in rows] + list(hf), "interleaved": True,
-              "compare_hf": compare_hf, "machine": _machine()}
+    config = {
+        "models": {
+            "target": getattr(target, "name_or_path", None) or None,
+            "draft": getattr(engine.draft_model, "name_or_path", None),
+        },
+        "device": str(engine.target.device),
+        "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
+        "max_new_tokens": max_new_tokens,
+        "n_prompts": len(ids),
+        "warmup": warmup,
+        "repeats": repeats,
+        "temperature": 0.0,
+        "rows": [r.name for r in rows] + list(hf),
+        "interleaved": True,
+        "compare_hf": compare_hf,
+        "machine": _machine(),
+    }
     return {"config": config, "methods": methods, "hf": hf_out}
 
 
@@ -193,11 +231,16 @@ def _throughput(reps_by_prompt, none_by_prompt, base) -> dict:
     per_prompt = [_median([len(t) / dt for t, dt, _ in reps]) for reps in reps_by_prompt]
     per_none = [_median([len(t) / dt for t, dt, _ in reps]) for reps in none_by_prompt]
     tps, tps_none = _ratio(tokens, seconds), _ratio(none_tokens, none_seconds)
-    return {"tokens_per_s": tps, "tokens_per_s_median": _median(per_prompt),
-            "speedup": _ratio(tps, tps_none),
-            "speedup_median": _median([a / b for a, b in zip(per_prompt, per_none) if b]),
-            "identical": sum(all(t == b for t, _, _ in reps) for reps, b in zip(reps_by_prompt, base)),
-            "n_prompts": len(reps_by_prompt), "total_tokens": tokens, "total_s": seconds}
+    return {
+        "tokens_per_s": tps,
+        "tokens_per_s_median": _median(per_prompt),
+        "speedup": _ratio(tps, tps_none),
+        "speedup_median": _median([a / b for a, b in zip(per_prompt, per_none) if b]),
+        "identical": sum(all(t == b for t, _, _ in reps) for reps, b in zip(reps_by_prompt, base)),
+        "n_prompts": len(reps_by_prompt),
+        "total_tokens": tokens,
+        "total_s": seconds,
+    }
 
 
 def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
@@ -205,12 +248,19 @@ def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
     st = Stats.total([res.stats for res in results])
     steps = [ev for res in results for ev in res.events]
     drafting = [ev for ev in steps if ev.draft_size > 0]
-    out = {"tau": st.tau, "alpha": st.alpha, "alpha_per_position": st.alpha_per_position,
-           "conditional_alpha_per_position": st.conditional_alpha_per_position, "target_ms": target_ms,
-           "draft_ms_per_token": _median([ev.timings_ms["propose"] / ev.draft_size for ev in drafting]),
-           "c": None, "k_mean": st.drafted / st.steps if st.steps else None,
-           "r_score": _ratio(_median([ev.timings_ms["score"] for ev in steps]), target_ms),
-           "predicted_speedup": None, "predicted_speedup_iid": None}
+    out = {
+        "tau": st.tau,
+        "alpha": st.alpha,
+        "alpha_per_position": st.alpha_per_position,
+        "conditional_alpha_per_position": st.conditional_alpha_per_position,
+        "target_ms": target_ms,
+        "draft_ms_per_token": _median([ev.timings_ms["propose"] / ev.draft_size for ev in drafting]),
+        "c": None,
+        "k_mean": st.drafted / st.steps if st.steps else None,
+        "r_score": _ratio(_median([ev.timings_ms["score"] for ev in steps]), target_ms),
+        "predicted_speedup": None,
+        "predicted_speedup_iid": None,
+    }
     if row.method == "none":
         out.update(predicted_speedup=1.0, predicted_speedup_iid=1.0, k_mean=0.0)
         return out
@@ -260,42 +310,73 @@ def format_table(result: dict) -> str:
     lines = []
     for name, d in list(result["methods"].items()) + list(result["hf"].items()):
         alphas = " ".join(_f(a, ".2f") for a in (d.get("alpha_per_position") or [])[:4])
-        lines.append([name, _f(d["tokens_per_s_median"], ".1f"), _f(d["tokens_per_s"], ".1f"),
-                      _f(d["speedup"], ".2f") + "x", _f(d.get("predicted_speedup"), ".2f"),
-                      _f(d.get("tau"), ".2f"), _f(d.get("alpha"), ".2f"), alphas or "-",
-                      f"{d['identical']}/{d['n_prompts']}"])
+        lines.append(
+            [
+                name,
+                _f(d["tokens_per_s_median"], ".1f"),
+                _f(d["tokens_per_s"], ".1f"),
+                _f(d["speedup"], ".2f") + "x",
+                _f(d.get("predicted_speedup"), ".2f"),
+                _f(d.get("tau"), ".2f"),
+                _f(d.get("alpha"), ".2f"),
+                alphas or "-",
+                f"{d['identical']}/{d['n_prompts']}",
+            ]
+        )
     widths = [max(len(r[i]) for r in [head] + lines) for i in range(len(head))]
     fmt = lambda r: "  ".join(c.ljust(w) if i in (0, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
     out = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in lines]
     cfg = result["config"]
     target_ms = next(iter(result["methods"].values()))["target_ms"]
-    out.append(f"\n{cfg['n_prompts']} prompts x {cfg['max_new_tokens']} new tokens, temperature 0, "
-               f"{cfg['machine']['torch_threads']} torch threads; target forward {_f(target_ms, '.2f')} ms")
+    out.append(
+        f"\n{cfg['n_prompts']} prompts x {cfg['max_new_tokens']} new tokens, temperature 0, "
+        f"{cfg['machine']['torch_threads']} torch threads; target forward {_f(target_ms, '.2f')} ms"
+    )
     for name, d in result["methods"].items():
         if name != "none":
-            out.append(f"  {name}: k_mean {_f(d['k_mean'], '.2f')}  c {_f(d['c'], '.3f')}  "
-                       f"r_score {_f(d['r_score'], '.2f')}  predicted (i.i.d., r=1) {_f(d['predicted_speedup_iid'], '.2f')}")
+            out.append(
+                f"  {name}: k_mean {_f(d['k_mean'], '.2f')}  c {_f(d['c'], '.3f')}  "
+                f"r_score {_f(d['r_score'], '.2f')}  predicted (i.i.d., r=1) {_f(d['predicted_speedup_iid'], '.2f')}"
+            )
             if "accept_rate_per_depth" in d:
                 rates = " ".join(_f(a, ".2f") for a in d["accept_rate_per_depth"])
-                out.append(f"    tree: {_f(d['tree_nodes'], '.1f')} nodes per step, acceptance per depth "
-                           f"(accepted | depth reached) {rates or '-'}")
+                out.append(
+                    f"    tree: {_f(d['tree_nodes'], '.1f')} nodes per step, acceptance per depth "
+                    f"(accepted | depth reached) {rates or '-'}"
+                )
     return "\n".join(out)
 
 
 def main(args) -> int:
     from app.args import load_engine
+
     prompts = load_prompts(args.prompts, args.limit)
     engine = load_engine(args)
     methods = args.methods or list(engine.methods)
     missing = [m for m in methods if m not in engine.methods]
     if missing:
-        raise ConfigError(f"method(s) {', '.join(missing)} not available here (available: "
-                          f"{', '.join(engine.methods)}); 'draft' needs a draft model (drop --no-draft)")
+        raise ConfigError(
+            f"method(s) {', '.join(missing)} not available here (available: "
+            f"{', '.join(engine.methods)}); 'draft' needs a draft model (drop --no-draft)"
+        )
     rows = make_rows(methods, args.k)
-    print(f"bench: {len(prompts)} prompts from {args.prompts}, rows: "
-          f"{', '.join(r.name for r in rows)}{' + hf_*' if args.compare_hf else ''}", file=sys.stderr)
-    result = run_bench(engine, prompts, rows, args.max_new_tokens, args.warmup, args.compare_hf, args.repeats,
-                       args.hf_assistant_tokens, args.hf_lookup_tokens, progress=not args.no_progress)
+    print(
+        f"bench: {len(prompts)} prompts from {args.prompts}, rows: "
+        f"{', '.join(r.name for r in rows)}{' + hf_*' if args.compare_hf else ''}",
+        file=sys.stderr,
+    )
+    result = run_bench(
+        engine,
+        prompts,
+        rows,
+        args.max_new_tokens,
+        args.warmup,
+        args.compare_hf,
+        args.repeats,
+        args.hf_assistant_tokens,
+        args.hf_lookup_tokens,
+        progress=not args.no_progress,
+    )
     result["config"]["prompts"] = str(args.prompts)
     print(format_table(result))
     if args.json:

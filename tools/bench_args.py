@@ -5,6 +5,7 @@ Contract: ``add_bench_parser(subparsers)`` adds the ``bench`` subcommand and ret
 one k rule), so a typo is an argparse error before any model is loaded. The default prompt file is
 ``$SPECDEC_ASSETS/prompts/code.jsonl``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,41 +77,92 @@ def _non_negative(value: str) -> int:
 
 def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     b = subparsers.add_parser(
-        "bench", help="tokens/s, speedup, tau and alpha of each method on the same prompts (temperature 0)",
-        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "bench",
+        help="tokens/s, speedup, tau and alpha of each method on the same prompts (temperature 0)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     w = b.add_argument_group("workload")
-    w.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, metavar="FILE.jsonl",
-                   help='one JSON object per line with a "prompt" string; other keys are ignored '
-                        f"(default: {DEFAULT_PROMPTS})")
+    w.add_argument(
+        "--prompts",
+        type=Path,
+        default=DEFAULT_PROMPTS,
+        metavar="FILE.jsonl",
+        help=f'one JSON object per line with a "prompt" string; other keys are ignored (default: {DEFAULT_PROMPTS})',
+    )
     w.add_argument("--limit", type=_positive, default=None, metavar="N", help="use only the first N prompts")
-    w.add_argument("--max-new-tokens", type=_positive, default=128, metavar="N",
-                   help="tokens to generate per prompt (default: 128; fewer if EOS comes first)")
-    w.add_argument("--warmup", type=_non_negative, default=2, metavar="N",
-                   help="untimed warm-up generations of every row before timing (default: 2)")
-    w.add_argument("--repeats", type=_positive, default=1, metavar="N",
-                   help="time every (prompt, row) N times; per-prompt tok/s is the median of the "
-                        "repeats, counters and totals sum over all of them (default: 1)")
+    w.add_argument(
+        "--max-new-tokens",
+        type=_positive,
+        default=128,
+        metavar="N",
+        help="tokens to generate per prompt (default: 128; fewer if EOS comes first)",
+    )
+    w.add_argument(
+        "--warmup",
+        type=_non_negative,
+        default=2,
+        metavar="N",
+        help="untimed warm-up generations of every row before timing (default: 2)",
+    )
+    w.add_argument(
+        "--repeats",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="time every (prompt, row) N times; per-prompt tok/s is the median of the "
+        "repeats, counters and totals sum over all of them (default: 1)",
+    )
     m = b.add_argument_group("methods")
-    m.add_argument("--methods", type=methods_arg, default=None, metavar="LIST",
-                   help=f"comma list of {', '.join(NAMES)} (default: all the loaded models allow). "
-                        "`none` (plain decoding, tau = 1) is always run: it is the baseline of speedup "
-                        "and of `identical`")
-    m.add_argument("--k", type=k_list_arg, default=["auto"], metavar="LIST",
-                   help="draft length(s) for draft and lookup: comma list of 1-16 or auto (default: auto; "
-                        f"for draft, auto adapts k to the measured alpha and c; for lookup auto means "
-                        f"{METHODS['lookup'].auto_k}). Several values give one row each, named e.g. draft@k=2")
+    m.add_argument(
+        "--methods",
+        type=methods_arg,
+        default=None,
+        metavar="LIST",
+        help=f"comma list of {', '.join(NAMES)} (default: all the loaded models allow). "
+        "`none` (plain decoding, tau = 1) is always run: it is the baseline of speedup "
+        "and of `identical`",
+    )
+    m.add_argument(
+        "--k",
+        type=k_list_arg,
+        default=["auto"],
+        metavar="LIST",
+        help="draft length(s) for draft and lookup: comma list of 1-16 or auto (default: auto; "
+        f"for draft, auto adapts k to the measured alpha and c; for lookup auto means "
+        f"{METHODS['lookup'].auto_k}). Several values give one row each, named e.g. draft@k=2",
+    )
     h = b.add_argument_group("Hugging Face comparison")
-    h.add_argument("--compare-hf", action="store_true",
-                   help="also time transformers' own generate: hf_greedy, hf_assisted (with the draft) "
-                        "and hf_lookup, interleaved with our rows")
-    h.add_argument("--hf-assistant-tokens", type=_positive, default=None, metavar="N",
-                   help="num_assistant_tokens for hf_assisted, with schedule 'constant' (default: leave "
-                        "transformers' defaults: 20 tokens, constant, confidence threshold 0.4)")
-    h.add_argument("--hf-lookup-tokens", type=_positive, default=10, metavar="L",
-                   help="prompt_lookup_num_tokens for hf_lookup (default: 10)")
+    h.add_argument(
+        "--compare-hf",
+        action="store_true",
+        help="also time transformers' own generate: hf_greedy, hf_assisted (with the draft) "
+        "and hf_lookup, interleaved with our rows",
+    )
+    h.add_argument(
+        "--hf-assistant-tokens",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="num_assistant_tokens for hf_assisted, with schedule 'constant' (default: leave "
+        "transformers' defaults: 20 tokens, constant, confidence threshold 0.4)",
+    )
+    h.add_argument(
+        "--hf-lookup-tokens",
+        type=_positive,
+        default=10,
+        metavar="L",
+        help="prompt_lookup_num_tokens for hf_lookup (default: 10)",
+    )
     o = b.add_argument_group("output")
-    o.add_argument("--json", type=Path, default=None, metavar="OUT",
-                   help="also write the results as JSON (schema in docs/bench.md)")
+    o.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="also write the results as JSON (schema in docs/bench.md)",
+    )
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_model_args(b)
     return b

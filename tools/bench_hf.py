@@ -12,10 +12,11 @@ assistant_confidence_threshold) from the ASSISTANT's generation_config, not from
 keyword arguments; ``run`` sets them there for the duration of the call and restores the original
 afterwards, so the draft model is left exactly as the engine loaded it.
 """
+
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from transformers.utils import logging as hf_logging
@@ -43,8 +44,9 @@ def _cut(new_ids: list[int], eos_ids: set[int]) -> list[int]:
     return new_ids
 
 
-def hf_runners(engine, assistant_tokens: int | None = None,
-               lookup_tokens: int = 10) -> dict[str, tuple[Callable[[list[int], int], list[int]], dict]]:
+def hf_runners(
+    engine, assistant_tokens: int | None = None, lookup_tokens: int = 10
+) -> dict[str, tuple[Callable[[list[int], int], list[int]], dict]]:
     target = engine.target.model
     draft = engine.draft_model
     eos = sorted(engine.eos_ids)
@@ -58,17 +60,26 @@ def hf_runners(engine, assistant_tokens: int | None = None,
         hf_logging.set_verbosity_error()  # transformers' own deprecation notices about its internal calls
         try:
             with torch.inference_mode():
-                out = target.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=False,
-                                      max_new_tokens=room, pad_token_id=pad, **kw)
+                out = target.generate(
+                    input_ids=x,
+                    attention_mask=torch.ones_like(x),
+                    do_sample=False,
+                    max_new_tokens=room,
+                    pad_token_id=pad,
+                    **kw,
+                )
         finally:
             hf_logging.set_verbosity(verbosity)
-        return _cut([int(t) for t in out[0, len(ids):]], engine.eos_ids)
+        return _cut([int(t) for t in out[0, len(ids) :]], engine.eos_ids)
 
     common = {"do_sample": False, "pad_token_id": pad}
     runners = {"hf_greedy": (lambda ids, n: generate(ids, n), dict(common))}
     if draft is not None:
-        overrides = ({} if assistant_tokens is None else
-                     {"num_assistant_tokens": assistant_tokens, "num_assistant_tokens_schedule": "constant"})
+        overrides = (
+            {}
+            if assistant_tokens is None
+            else {"num_assistant_tokens": assistant_tokens, "num_assistant_tokens_schedule": "constant"}
+        )
 
         def assisted(ids: list[int], n: int) -> list[int]:
             saved = draft.generation_config
@@ -81,9 +92,14 @@ def hf_runners(engine, assistant_tokens: int | None = None,
             finally:
                 draft.generation_config = saved
 
-        settings = dict(common, assistant_model=getattr(draft, "name_or_path", None) or "draft",
-                        **_effective_assisted(draft, overrides))
+        settings = dict(
+            common,
+            assistant_model=getattr(draft, "name_or_path", None) or "draft",
+            **_effective_assisted(draft, overrides),
+        )
         runners["hf_assisted"] = (assisted, settings)
-    runners["hf_lookup"] = (lambda ids, n: generate(ids, n, prompt_lookup_num_tokens=lookup_tokens),
-                            dict(common, prompt_lookup_num_tokens=lookup_tokens, max_matching_ngram_size=2))
+    runners["hf_lookup"] = (
+        lambda ids, n: generate(ids, n, prompt_lookup_num_tokens=lookup_tokens),
+        dict(common, prompt_lookup_num_tokens=lookup_tokens, max_matching_ngram_size=2),
+    )
     return runners

@@ -12,6 +12,7 @@ NAME is either
 exits 1 if there is one (tests/test_doc_figures.py runs it); ``--write`` rewrites TEXT in place.
 Numbers quoted from papers or other projects are citations, not figures, and carry no marker.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,25 +79,73 @@ def sweep_table() -> str:
     rows = []
     for name, m in load("sweep-k-cpu")["methods"].items():
         if name != "none":
-            rows.append([name.replace("@", " "), f2(m["k_mean"]), f2(m["tau"]), f2(m["tau_per_position"]),
-                         f2(m["alpha_cond"]), f"{m['c_mean']:.3f}", f2(m["r_mean"]), f"**{m['speedup']:.2f}**",
-                         f2(m["predicted_textbook"]), f2(m["predicted_speedup"]), f2(m["predicted_per_position"]),
-                         f2(m["predicted_step_cost"])])
-    return table(["row", "k mean", "tau", "tau_pos", "alpha", "c", "r", "**measured**", "textbook", "bench",
-                  "per-position", "step-cost"], rows)
+            rows.append(
+                [
+                    name.replace("@", " "),
+                    f2(m["k_mean"]),
+                    f2(m["tau"]),
+                    f2(m["tau_per_position"]),
+                    f2(m["alpha_cond"]),
+                    f"{m['c_mean']:.3f}",
+                    f2(m["r_mean"]),
+                    f"**{m['speedup']:.2f}**",
+                    f2(m["predicted_textbook"]),
+                    f2(m["predicted_speedup"]),
+                    f2(m["predicted_per_position"]),
+                    f2(m["predicted_step_cost"]),
+                ]
+            )
+    return table(
+        [
+            "row",
+            "k mean",
+            "tau",
+            "tau_pos",
+            "alpha",
+            "c",
+            "r",
+            "**measured**",
+            "textbook",
+            "bench",
+            "per-position",
+            "step-cost",
+        ],
+        rows,
+    )
 
 
 def heads_table() -> str:
     m = load("bench-cpu")["methods"]
+
     def depth(row: dict, key: str) -> list[str]:
         return [f2(a) for a in row[key][:4]]
-    return table(["method", "tree nodes per step", "tau", "speedup", "alpha at depth 1", "2", "3", "4"], [
-        ["medusa (shipped tree)", f2(m["medusa"]["tree_nodes"]), f2(m["medusa"]["tau"]),
-         f"{m['medusa']['speedup']:.2f}x", *depth(m["medusa"], "accept_rate_per_depth")],
-        ["eagle (dynamic tree, cost-cut)", f2(m["eagle"]["tree_nodes"]), f2(m["eagle"]["tau"]),
-         f"{m['eagle']['speedup']:.2f}x", *depth(m["eagle"], "accept_rate_per_depth")],
-        ["draft (k auto, for comparison)", "chain, " + f2(m["draft"]["k_mean"]), f2(m["draft"]["tau"]),
-         f"{m['draft']['speedup']:.2f}x", *depth(m["draft"], "conditional_alpha_per_position")]])
+
+    return table(
+        ["method", "tree nodes per step", "tau", "speedup", "alpha at depth 1", "2", "3", "4"],
+        [
+            [
+                "medusa (shipped tree)",
+                f2(m["medusa"]["tree_nodes"]),
+                f2(m["medusa"]["tau"]),
+                f"{m['medusa']['speedup']:.2f}x",
+                *depth(m["medusa"], "accept_rate_per_depth"),
+            ],
+            [
+                "eagle (dynamic tree, cost-cut)",
+                f2(m["eagle"]["tree_nodes"]),
+                f2(m["eagle"]["tau"]),
+                f"{m['eagle']['speedup']:.2f}x",
+                *depth(m["eagle"], "accept_rate_per_depth"),
+            ],
+            [
+                "draft (k auto, for comparison)",
+                "chain, " + f2(m["draft"]["k_mean"]),
+                f2(m["draft"]["tau"]),
+                f"{m['draft']['speedup']:.2f}x",
+                *depth(m["draft"], "conditional_alpha_per_position"),
+            ],
+        ],
+    )
 
 
 def lookup_sets_table() -> str:
@@ -104,11 +153,33 @@ def lookup_sets_table() -> str:
     for label, file in (("shipped code (first 20)", "bench-code20-cpu"), ("code edits", "bench-edits-cpu")):
         for meth, name in (("draft", "draft (k auto)"), ("lookup", "**lookup** (k 8)")):
             m = load(file)["methods"][meth]
-            rows.append([label if meth == "draft" else "", name, f"{m['speedup']:.2f}x", f"{m['speedup_median']:.2f}x",
-                         f2(m["tau"]), f2(m["alpha"]), " ".join(f2(a) for a in m["conditional_alpha_per_position"][:4]),
-                         f2(m["k_mean"]), f"{m['identical']}/{m['n_prompts']}"])
-    return table(["prompt set (20 prompts)", "method", "speedup", "median per-prompt speedup", "tau", "alpha",
-                  "conditional alpha_1..4", "k mean", "identical"], rows)
+            rows.append(
+                [
+                    label if meth == "draft" else "",
+                    name,
+                    f"{m['speedup']:.2f}x",
+                    f"{m['speedup_median']:.2f}x",
+                    f2(m["tau"]),
+                    f2(m["alpha"]),
+                    " ".join(f2(a) for a in m["conditional_alpha_per_position"][:4]),
+                    f2(m["k_mean"]),
+                    f"{m['identical']}/{m['n_prompts']}",
+                ]
+            )
+    return table(
+        [
+            "prompt set (20 prompts)",
+            "method",
+            "speedup",
+            "median per-prompt speedup",
+            "tau",
+            "alpha",
+            "conditional alpha_1..4",
+            "k mean",
+            "identical",
+        ],
+        rows,
+    )
 
 
 def lookup_match_table() -> str:
@@ -116,12 +187,33 @@ def lookup_match_table() -> str:
     for name, s in load("lookup-match-cpu")["sets"].items():
         for row in ("none", "recent", "earliest", "recent_min1"):
             m = s[row]
-            rows.append([name if row == "none" else "", row, f"{m['tau']:.3f}", "-" if m["alpha"] is None else
-                         f"{m['alpha']:.3f}", f2(m["drafted_per_step"]), f"{m['match_share']:.0%}",
-                         "-" if row == "none" else f"{m['from_prompt']} / {m['from_generated']}",
-                         f"{m['tokens_per_s_median']:.0f}", f"{m['identical']}/{m['n_prompts']}"])
-    return table(["prompts", "rule", "tau", "alpha", "drafted / step", "steps with a match",
-                  "accepted copies from prompt / generated", "tok/s (median)", "identical to none"], rows)
+            rows.append(
+                [
+                    name if row == "none" else "",
+                    row,
+                    f"{m['tau']:.3f}",
+                    "-" if m["alpha"] is None else f"{m['alpha']:.3f}",
+                    f2(m["drafted_per_step"]),
+                    f"{m['match_share']:.0%}",
+                    "-" if row == "none" else f"{m['from_prompt']} / {m['from_generated']}",
+                    f"{m['tokens_per_s_median']:.0f}",
+                    f"{m['identical']}/{m['n_prompts']}",
+                ]
+            )
+    return table(
+        [
+            "prompts",
+            "rule",
+            "tau",
+            "alpha",
+            "drafted / step",
+            "steps with a match",
+            "accepted copies from prompt / generated",
+            "tok/s (median)",
+            "identical to none",
+        ],
+        rows,
+    )
 
 
 def gap(key: str, rows: list[dict] | None = None) -> str:
@@ -157,30 +249,43 @@ def rows_fit() -> tuple[float, float]:
 
 
 FIGURES = {
-    "optimal_k_table": T._table, "sweep_table": sweep_table, "heads_table": heads_table,
-    "lookup_sets_table": lookup_sets_table, "lookup_match_table": lookup_match_table,
-    "r_fit_r0": lambda: f"{r_fit()[0]:.2f}", "r_fit_v": lambda: f"{r_fit()[1]:.3f}",
+    "optimal_k_table": T._table,
+    "sweep_table": sweep_table,
+    "heads_table": heads_table,
+    "lookup_sets_table": lookup_sets_table,
+    "lookup_match_table": lookup_match_table,
+    "r_fit_r0": lambda: f"{r_fit()[0]:.2f}",
+    "r_fit_v": lambda: f"{r_fit()[1]:.3f}",
     "r_fit_lookup_v": lambda: f"{r_fit('lookup')[1]:.3f}",
-    "k_pred": lambda: str(k_pred()[0]), "k_pred_alpha": lambda: f"{k_pred()[1]:.2f}",
+    "k_pred": lambda: str(k_pred()[0]),
+    "k_pred_alpha": lambda: f"{k_pred()[1]:.2f}",
     "k_pred_c": lambda: f"{k_pred()[2]:.2f}",
     "k_meas": lambda: str(max(sweep("draft"), key=lambda r: r["speedup"])["k"]),
     "best_speedup": lambda: f"{max(r['speedup'] for r in sweep('draft')):.2f}",
     "draft_speedup_span": lambda: span([r["speedup"] for r in sweep("draft")], ".2f"),
-    "rows_t0": lambda: f"{rows_fit()[0]:.1f}", "rows_t1": lambda: f"{rows_fit()[1]:.3f}",
-    "rows_r_1_3": lambda: rows_r(1, 3), "rows_r_16_3": lambda: rows_r(16, 3), "rows_r_8_7": lambda: rows_r(8, 7),
+    "rows_t0": lambda: f"{rows_fit()[0]:.1f}",
+    "rows_t1": lambda: f"{rows_fit()[1]:.3f}",
+    "rows_r_1_3": lambda: rows_r(1, 3),
+    "rows_r_16_3": lambda: rows_r(16, 3),
+    "rows_r_8_7": lambda: rows_r(8, 7),
     "rows_logit_diff": lambda: f"{max(load('rows-cost-cpu')['row0_max_abs_logit_diff']):.1e}",
-    "sweep_identical": sweep_identical, "gap_bench": lambda: gap("predicted_speedup"),
-    "gap_pp": lambda: gap("predicted_per_position"), "gap_step": lambda: gap("predicted_step_cost"),
+    "sweep_identical": sweep_identical,
+    "gap_bench": lambda: gap("predicted_speedup"),
+    "gap_pp": lambda: gap("predicted_per_position"),
+    "gap_step": lambda: gap("predicted_step_cost"),
     "gap_step_lookup": lambda: gap("predicted_step_cost", sweep("lookup")),
     "textbook_span": lambda: span([r["predicted_textbook"] / r["speedup"] - 1 for r in sweep("draft")], ".0%"),
     "c_span": lambda: span([r["c_mean"] for r in sweep("draft")], ".0%"),
     "cost_span": lambda: span([r["k_mean"] * r["c_mean"] + r["r_mean"] for r in sweep("draft")], ".1f"),
     "E_inf": lambda: f"{1 / (1 - k_pred()[1]):.1f}",
-    "nomatch8": lambda: "{0} of {1}".format(*(lambda h: (h["0"], sum(h.values())))(
-        load("sweep-k-cpu")["methods"]["lookup@k=8"]["draft_size_hist"])),
+    "nomatch8": lambda: "{} of {}".format(
+        *(lambda h: (h["0"], sum(h.values())))(load("sweep-k-cpu")["methods"]["lookup@k=8"]["draft_size_hist"])
+    ),
     "nomatch8_share": lambda: (lambda h: f"{h['0'] / sum(h.values()):.0%}")(
-        load("sweep-k-cpu")["methods"]["lookup@k=8"]["draft_size_hist"]),
-    "ex_E": lambda: f"{T.expected_tokens(0.8, 4):.2f}", "ex_S": lambda: f"{T.speedup(0.8, 4, 0.05):.2f}",
+        load("sweep-k-cpu")["methods"]["lookup@k=8"]["draft_size_hist"]
+    ),
+    "ex_E": lambda: f"{T.expected_tokens(0.8, 4):.2f}",
+    "ex_S": lambda: f"{T.speedup(0.8, 4, 0.05):.2f}",
     "ex_arith_1": lambda: f"{T.arithmetic_factor(0.8, 4, 0.05):.2f}",
     "ex_arith_2": lambda: f"{T.arithmetic_factor(0.6, 4, 0.1):.2f}",
     "pp_tau_draft4": lambda: f"{T.expected_tokens_per_position(draft_row()['conditional_alpha_per_position'][:4]):.2f}",
@@ -202,6 +307,7 @@ def render(text: str) -> tuple[str, list[str]]:
         if m["text"] != want:
             drift.append(f"{m['name']}: {m['text'].strip()[:60]!r} -> {want.strip()[:60]!r}")
         return f"<!-- fig:{m['name']} -->{want}<!-- /fig -->"
+
     return MARK.sub(one, text), drift
 
 

@@ -17,6 +17,7 @@ re-found with the row's own rule, and ``resync_misses`` counts steps whose first
 disagrees with it, 0 when the recomputation is right). tau and alpha are deterministic at
 temperature 0; tokens/s depends on the machine's load.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,15 +61,20 @@ def sources(ids: list[int], events: list, rule: tuple[int, int, bool]) -> dict[s
             drafted = [pc.token_id for pc in ev.pieces if pc.kind in ("accepted", "rejected")]
             out["resync_misses"] += start is None or not drafted or tokens[start] != drafted[0]
             out["from_prompt" if start is not None and start < len(ids) else "from_generated"] += sum(
-                pc.kind == "accepted" for pc in ev.pieces)
+                pc.kind == "accepted" for pc in ev.pieces
+            )
         tokens += ev.token_ids
     return out
 
 
 def run_one(engine: Engine, prompt: str, row: str, max_new: int) -> dict:
-    spec = GenerateSpec(method="none" if row == "none" else "lookup", k="auto" if row == "none" else 8,
-                        ngram_min=1 if row == "recent_min1" else 2,
-                        max_new_tokens=max_new, sampling=SamplingParams(temperature=0.0))
+    spec = GenerateSpec(
+        method="none" if row == "none" else "lookup",
+        k="auto" if row == "none" else 8,
+        ngram_min=1 if row == "recent_min1" else 2,
+        max_new_tokens=max_new,
+        sampling=SamplingParams(temperature=0.0),
+    )
     own = engine.proposers["lookup"]
     if row == "earliest":  # a measurement swaps the engine's lookup proposer for this row only
         engine.proposers["lookup"] = EarliestLookup()
@@ -78,22 +84,44 @@ def run_one(engine: Engine, prompt: str, row: str, max_new: int) -> dict:
         engine.proposers["lookup"] = own
     st = events[-1].stats
     src = sources(engine.encode(prompt), events, RULES[row]) if row in RULES else {}
-    return {"tokens": [t for ev in events for t in ev.token_ids], "emitted": st.emitted, "forwards": st.target_forwards,
-            "drafted": st.drafted, "accepted": st.accepted, "matched": sum(ev.draft_size > 0 for ev in events),
-            "elapsed_s": st.elapsed_s, **src}
+    return {
+        "tokens": [t for ev in events for t in ev.token_ids],
+        "emitted": st.emitted,
+        "forwards": st.target_forwards,
+        "drafted": st.drafted,
+        "accepted": st.accepted,
+        "matched": sum(ev.draft_size > 0 for ev in events),
+        "elapsed_s": st.elapsed_s,
+        **src,
+    }
 
 
 def summarise(res: list[dict], base: list[dict]) -> dict:
-    keys = ("emitted", "forwards", "drafted", "accepted", "matched", "elapsed_s", "from_prompt", "from_generated",
-            "resync_misses")
+    keys = (
+        "emitted",
+        "forwards",
+        "drafted",
+        "accepted",
+        "matched",
+        "elapsed_s",
+        "from_prompt",
+        "from_generated",
+        "resync_misses",
+    )
     tot = {k: sum(r.get(k, 0) for r in res) for k in keys}
     alpha = tot["accepted"] / tot["drafted"] if tot["drafted"] else None
-    return {"tau": tot["emitted"] / tot["forwards"], "alpha": alpha,
-            "drafted_per_step": tot["drafted"] / tot["forwards"], "match_share": tot["matched"] / tot["forwards"],
-            "tokens_per_s": tot["emitted"] / tot["elapsed_s"],
-            "tokens_per_s_median": statistics.median(r["emitted"] / r["elapsed_s"] for r in res),
-            "identical": sum(r["tokens"] == b["tokens"] for r, b in zip(res, base)), "n_prompts": len(res),
-            "total_tokens": tot["emitted"], **{k: tot[k] for k in keys[-3:]}}
+    return {
+        "tau": tot["emitted"] / tot["forwards"],
+        "alpha": alpha,
+        "drafted_per_step": tot["drafted"] / tot["forwards"],
+        "match_share": tot["matched"] / tot["forwards"],
+        "tokens_per_s": tot["emitted"] / tot["elapsed_s"],
+        "tokens_per_s_median": statistics.median(r["emitted"] / r["elapsed_s"] for r in res),
+        "identical": sum(r["tokens"] == b["tokens"] for r, b in zip(res, base)),
+        "n_prompts": len(res),
+        "total_tokens": tot["emitted"],
+        **{k: tot[k] for k in keys[-3:]},
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,11 +131,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", default="docs/results/lookup-match-cpu.json")
     args = ap.parse_args(argv)
     engine = Engine.load(heads=False)
-    out = {"config": {"max_new_tokens": args.max_new_tokens, "limit": args.limit, "temperature": 0.0, "k": 8,
-                      "ngram_max": 3, "ngram_min": 2, "rows": list(ROWS), "order": "rotating per prompt",
-                      "machine": {"platform": platform.platform(), "torch": torch.__version__,
-                                  "torch_threads": torch.get_num_threads(), "cpu_count": __import__("os").cpu_count()}},
-           "sets": {}}
+    out = {
+        "config": {
+            "max_new_tokens": args.max_new_tokens,
+            "limit": args.limit,
+            "temperature": 0.0,
+            "k": 8,
+            "ngram_max": 3,
+            "ngram_min": 2,
+            "rows": list(ROWS),
+            "order": "rotating per prompt",
+            "machine": {
+                "platform": platform.platform(),
+                "torch": torch.__version__,
+                "torch_threads": torch.get_num_threads(),
+                "cpu_count": __import__("os").cpu_count(),
+            },
+        },
+        "sets": {},
+    }
     engine.generate("def f(x):\n    return x\n", GenerateSpec(method="none", max_new_tokens=16))  # warm-up
     t0 = time.perf_counter()
     for name, path in SETS.items():
@@ -119,8 +161,14 @@ def main(argv: list[str] | None = None) -> None:
                 row = ROWS[(i + j) % len(ROWS)]
                 res[row].append(run_one(engine, prompt, row, args.max_new_tokens))
         out["sets"][name] = {"prompts": path, **{row: summarise(res[row], res["none"]) for row in ROWS}}
-        print(name, {row: {k: round(v, 3) if isinstance(v, float) else v for k, v in out["sets"][name][row].items()}
-                     for row in ROWS}, flush=True)
+        print(
+            name,
+            {
+                row: {k: round(v, 3) if isinstance(v, float) else v for k, v in out["sets"][name][row].items()}
+                for row in ROWS
+            },
+            flush=True,
+        )
     out["config"]["wall_s"] = time.perf_counter() - t0
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     print("wrote", args.json)

@@ -9,6 +9,7 @@ a wider forward may round differently). r for one request drafting k tokens is t
 a batch of B requests it is t(B (k + 1)) / t(B) (``engine.theory.batch_verify_ratio`` with a line fitted
 to these times); rows of one sequence stand in for rows of B sequences here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,16 +52,29 @@ def main(argv: list[str] | None = None) -> None:
             if rep >= 2:
                 times[n].append(dt)
             row0.setdefault(n, scored[0].clone())
+
     def q(xs: list[float], f: float) -> float:
         return sorted(xs)[int(f * (len(xs) - 1))]
-    out = {"config": {"prompt_tokens": len(ids), "repeats": args.repeats, "rows": list(NS),
-                      "machine": {"platform": platform.platform(), "torch": torch.__version__,
-                                  "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-                                  "load_avg_1min": os.getloadavg()[0]}},
-           "ms_median": [statistics.median(times[n]) for n in NS], "ms_p10": [q(times[n], 0.1) for n in NS],
-           "ms_p90": [q(times[n], 0.9) for n in NS],
-           "row0_max_abs_logit_diff": [float((row0[n] - row0[1]).abs().max()) for n in NS],
-           "row0_argmax_same": [bool(row0[n].argmax() == row0[1].argmax()) for n in NS]}
+
+    out = {
+        "config": {
+            "prompt_tokens": len(ids),
+            "repeats": args.repeats,
+            "rows": list(NS),
+            "machine": {
+                "platform": platform.platform(),
+                "torch": torch.__version__,
+                "torch_threads": torch.get_num_threads(),
+                "cpu_count": os.cpu_count(),
+                "load_avg_1min": os.getloadavg()[0],
+            },
+        },
+        "ms_median": [statistics.median(times[n]) for n in NS],
+        "ms_p10": [q(times[n], 0.1) for n in NS],
+        "ms_p90": [q(times[n], 0.9) for n in NS],
+        "row0_max_abs_logit_diff": [float((row0[n] - row0[1]).abs().max()) for n in NS],
+        "row0_argmax_same": [bool(row0[n].argmax() == row0[1].argmax()) for n in NS],
+    }
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k != "config"}))
 

@@ -2,9 +2,11 @@
 
 Contract: ``line_chart(series, title, x_label, y_label)`` returns a complete, self-contained SVG
 document as a string. ``series`` is a list of ``Series(label, xs, ys, colour, dash)``, ``dash`` an
-SVG dash pattern ("" solid, DASHED, DOTTED); points whose y is None are skipped. The axes start at the data's bounds rounded outwards to "nice" ticks,
+SVG dash pattern ("" solid, DASHED, DOTTED); points whose y is None are skipped. The axes start at
+the data's bounds rounded outwards to "nice" ticks,
 a dotted horizontal line marks ``reference_y`` (e.g. speedup 1.0), and a legend sits top right.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +49,7 @@ def _fmt(v: float) -> str:
     return f"{v:g}"
 
 
-def line_chart(series: list[Series], title: str, x_label: str, y_label: str,
-               reference_y: float | None = 1.0) -> str:
+def line_chart(series: list[Series], title: str, x_label: str, y_label: str, reference_y: float | None = 1.0) -> str:
     xs = [x for s in series for x, y in zip(s.xs, s.ys) if y is not None]
     ys = [y for s in series for y in s.ys if y is not None] + ([reference_y] if reference_y is not None else [])
     if not xs:
@@ -58,10 +59,12 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str,
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
     sx = lambda x: LEFT + (x - x0) / (x1 - x0) * pw
     sy = lambda y: TOP + ph - (y - y0) / (y1 - y0) * ph
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{LEFT + pw / 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{W}" height="{H}" fill="white"/>',
+        f'<text x="{LEFT + pw / 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>',
+    ]
     for v in yt:
         out.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{sy(v):.1f}" y2="{sy(v):.1f}" stroke="#e5e5e5"/>')
         out.append(f'<text x="{LEFT - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
@@ -70,11 +73,14 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str,
         out.append(f'<text x="{sx(v):.1f}" y="{TOP + ph + 18}" text-anchor="middle">{_fmt(v)}</text>')
     out.append(f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="black"/>')
     if reference_y is not None:
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{sy(reference_y):.1f}" y2="{sy(reference_y):.1f}" '
-                   'stroke="#888" stroke-dasharray="2,3"/>')
+        out.append(
+            f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{sy(reference_y):.1f}" y2="{sy(reference_y):.1f}" '
+            'stroke="#888" stroke-dasharray="2,3"/>'
+        )
     out.append(f'<text x="{LEFT + pw / 2}" y="{H - 14}" text-anchor="middle">{escape(x_label)}</text>')
-    out.append(f'<text transform="translate(16,{TOP + ph / 2}) rotate(-90)" text-anchor="middle">'
-               f'{escape(y_label)}</text>')
+    out.append(
+        f'<text transform="translate(16,{TOP + ph / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>'
+    )
     for i, s in enumerate(series):
         pts = [(sx(x), sy(y)) for x, y in zip(s.xs, s.ys) if y is not None]
         dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""

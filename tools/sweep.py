@@ -21,6 +21,7 @@ line is ``specdec sweep`` (tools/sweep_cli.py). The draft's confidence cut-off i
 (``--confidence 0``) so that k is the drafted length, as the theory assumes; the bench's default
 (0.2) is one flag away.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -64,12 +65,18 @@ def step_summary(row: dict, results: list) -> dict:
     averaged over the steps' real draft sizes)."""
     events = [ev for res in results for ev in res.events]
     sizes = [ev.draft_size for ev in events]
-    out = {"draft_size_hist": {str(n): sizes.count(n) for n in sorted(set(sizes))},
-           "mean_ms": {ph: _mean([ev.timings_ms[ph] for ev in events]) for ph in ("propose", "score", "verify")},
-           "step_ms": _step_ms(results), "alpha_cond": None, "tau_per_position": None}
+    out = {
+        "draft_size_hist": {str(n): sizes.count(n) for n in sorted(set(sizes))},
+        "mean_ms": {ph: _mean([ev.timings_ms[ph] for ev in events]) for ph in ("propose", "score", "verify")},
+        "step_ms": _step_ms(results),
+        "alpha_cond": None,
+        "tau_per_position": None,
+    }
     if any(a is not None for a in row["conditional_alpha_per_position"]):
         out["alpha_cond"] = _pooled_alpha(results)
-        out["tau_per_position"] = expected_tokens_mixture(sizes, [a or 0.0 for a in row["conditional_alpha_per_position"]])
+        out["tau_per_position"] = expected_tokens_mixture(
+            sizes, [a or 0.0 for a in row["conditional_alpha_per_position"]]
+        )
     return out
 
 
@@ -81,8 +88,14 @@ def predictions(row: dict, method: str, k, none: dict) -> dict:
     none's. The bench's own ``c`` and ``r_score`` are ratios of medians, which a busy machine skews
     (a 1 ms draft call is rarely preempted, a 40 ms target call often is).
     """
-    out = {"c_mean": None, "r_mean": None, "tau_iid": None, "predicted_textbook": None,
-           "predicted_per_position": None, "predicted_step_cost": None}
+    out = {
+        "c_mean": None,
+        "r_mean": None,
+        "tau_iid": None,
+        "predicted_textbook": None,
+        "predicted_per_position": None,
+        "predicted_step_cost": None,
+    }
     tau_pos, alpha, k_mean = row.get("tau_per_position"), row.get("alpha_cond"), row.get("k_mean")
     base = (none.get("mean_ms") or {}).get("score")
     if method == "none" or tau_pos is None or not base or not k_mean:
@@ -91,9 +104,13 @@ def predictions(row: dict, method: str, k, none: dict) -> dict:
     per_step = method == "lookup"  # a lookup costs the same per step, whatever its length
     c = ms["propose"] / base if per_step else ms["propose"] / k_mean / base
     r = ms["score"] / base
-    out.update(c_mean=c, r_mean=r, tau_iid=expected_tokens(alpha, k_mean),
-               predicted_textbook=expected_tokens(alpha, k) / ((c if per_step else k * c) + 1.0),
-               predicted_per_position=tau_pos / ((c if per_step else k_mean * c) + r))
+    out.update(
+        c_mean=c,
+        r_mean=r,
+        tau_iid=expected_tokens(alpha, k_mean),
+        predicted_textbook=expected_tokens(alpha, k) / ((c if per_step else k * c) + 1.0),
+        predicted_per_position=tau_pos / ((c if per_step else k_mean * c) + r),
+    )
     if none.get("step_ms") and row.get("step_ms"):
         out["predicted_step_cost"] = tau_pos * none["step_ms"] / row["step_ms"]
     return out
@@ -109,21 +126,39 @@ def add_predictions(result: dict) -> dict:
 
 def _pooled_alpha(results: list) -> float:
     from engine.events import Stats
+
     st = Stats.total([res.stats for res in results])
     return sum(st.accepted_at) / max(1, sum(st.tested_at))
 
 
-def sweep(engine, prompts: list[str], ks: list[int], methods: list[str], max_new_tokens: int = 128,
-          warmup: int = 1, confidence: float = 0.0, progress: bool = True) -> dict:
-    from .bench import make_rows, run_bench
+def sweep(
+    engine,
+    prompts: list[str],
+    ks: list[int],
+    methods: list[str],
+    max_new_tokens: int = 128,
+    warmup: int = 1,
+    confidence: float = 0.0,
+    progress: bool = True,
+) -> dict:
     from engine.config import GenerateSpec, SamplingParams
+
+    from .bench import make_rows, run_bench
+
     rec = RecordingEngine(engine, confidence)
     rows = make_rows(methods, list(ks))
     for w in range(warmup):  # untimed, unrecorded: every row once
         x = engine.encode(prompts[w % len(prompts)])
         for r in rows:
-            rec.generate(x, GenerateSpec(method=r.method, k=r.k or "auto", max_new_tokens=max_new_tokens,
-                                         sampling=SamplingParams(temperature=0.0)))
+            rec.generate(
+                x,
+                GenerateSpec(
+                    method=r.method,
+                    k=r.k or "auto",
+                    max_new_tokens=max_new_tokens,
+                    sampling=SamplingParams(temperature=0.0),
+                ),
+            )
     rec.recording = True
     result = run_bench(rec, prompts, rows, max_new_tokens, warmup=0, progress=progress)
     for r in rows:
@@ -135,6 +170,7 @@ def sweep(engine, prompts: list[str], ks: list[int], methods: list[str], max_new
 
 def plot(result: dict, title: str) -> str:
     from .svgplot import DASHED, DOTTED, Series, line_chart
+
     series = []
     for method in dict.fromkeys(d["method"] for d in result["methods"].values() if d["method"] != "none"):
         rows = sorted((d for d in result["methods"].values() if d["method"] == method), key=lambda d: d["k"])
@@ -148,14 +184,40 @@ def plot(result: dict, title: str) -> str:
 
 
 def format_rows(result: dict) -> str:
-    head = ("row", "k_mean", "tau", "tau_pos", "alpha", "c", "r", "measured", "textbook", "bench", "per-pos",
-            "step-cost")
+    head = (
+        "row",
+        "k_mean",
+        "tau",
+        "tau_pos",
+        "alpha",
+        "c",
+        "r",
+        "measured",
+        "textbook",
+        "bench",
+        "per-pos",
+        "step-cost",
+    )
     lines = ["  ".join(f"{h:>9}" for h in head)]
     f = lambda x, s=".2f": "-" if x is None else format(x, s)
     for name, d in result["methods"].items():
-        lines.append("  ".join(f"{v:>9}" for v in (
-            name[:9] if len(name) <= 9 else name.replace("@k=", "@"), f(d["k_mean"]), f(d["tau"]),
-            f(d.get("tau_per_position")), f(d.get("alpha_cond")), f(d.get("c_mean"), ".3f"), f(d.get("r_mean")),
-            f(d["speedup"]), f(d.get("predicted_textbook")), f(d["predicted_speedup"]),
-            f(d.get("predicted_per_position")), f(d.get("predicted_step_cost")))))
+        lines.append(
+            "  ".join(
+                f"{v:>9}"
+                for v in (
+                    name[:9] if len(name) <= 9 else name.replace("@k=", "@"),
+                    f(d["k_mean"]),
+                    f(d["tau"]),
+                    f(d.get("tau_per_position")),
+                    f(d.get("alpha_cond")),
+                    f(d.get("c_mean"), ".3f"),
+                    f(d.get("r_mean")),
+                    f(d["speedup"]),
+                    f(d.get("predicted_textbook")),
+                    f(d["predicted_speedup"]),
+                    f(d.get("predicted_per_position")),
+                    f(d.get("predicted_step_cost")),
+                )
+            )
+        )
     return "\n".join(lines)

@@ -8,6 +8,7 @@ examples:
   specdec sweep                                     # draft and lookup, k = 1,2,3,4,6,8, 16 prompts
   specdec sweep --prompts assets/prompts/edits.jsonl --methods lookup --json out.json --svg out.svg
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,28 +21,39 @@ from app.args import DEFAULT_PROMPTS
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+
     p.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSONL prompt file (default: %(default)s)")
     p.add_argument("--limit", type=int, default=16, help="first N prompts (default: 16)")
     p.add_argument("--k", default="1,2,3,4,6,8", help="comma list of draft lengths (default: 1,2,3,4,6,8)")
     p.add_argument("--methods", default="draft,lookup", help="comma list of methods to sweep (default: draft,lookup)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--warmup", type=int, default=1, help="untimed rounds of every row first (default: 1)")
-    p.add_argument("--confidence", type=float, default=0.0,
-                   help="draft confidence cut-off (default 0: always draft k tokens, as the theory assumes)")
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=0.0,
+        help="draft confidence cut-off (default 0: always draft k tokens, as the theory assumes)",
+    )
     p.add_argument("--json", type=Path, default=Path("docs/results/sweep-k-cpu.json"), help="where the numbers go")
     p.add_argument("--svg", type=Path, default=Path("docs/results/sweep-k-cpu.svg"), help="where the plot goes")
     p.add_argument("--title", default="Speedup against k (shipped models, CPU)")
-    p.add_argument("--from-json", type=Path, default=None, metavar="FILE",
-                   help="run nothing: recompute the predictions and redraw the plot from a saved sweep JSON")
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="run nothing: recompute the predictions and redraw the plot from a saved sweep JSON",
+    )
     p.add_argument("--no-progress", action="store_true")
     add_model_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from app.args import load_engine
-    from tools.sweep import add_predictions, sweep
-    from tools.bench import load_prompts
     from engine.config import ConfigError, parse_k
+    from tools.bench import load_prompts
+    from tools.sweep import add_predictions, sweep
+
     ks = [parse_k(k) for k in args.k.split(",")]
     if "auto" in ks:
         raise ConfigError("--k: the sweep needs fixed draft lengths, not auto")
@@ -53,19 +65,19 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(engine.methods)}")
     prompts = load_prompts(args.prompts, args.limit)
-    result = sweep(engine, prompts, ks, methods, args.max_new_tokens, args.warmup, args.confidence,
-                   progress=not args.no_progress)
+    result = sweep(
+        engine, prompts, ks, methods, args.max_new_tokens, args.warmup, args.confidence, progress=not args.no_progress
+    )
     result["config"]["prompts"] = str(args.prompts)
     return _write(args, result)
 
 
 def _write(args: argparse.Namespace, result: dict) -> int:
     from tools.sweep import format_rows, plot
+
     print(format_rows(result))
     for path, text in ((args.json, json.dumps(result, indent=2) + "\n"), (args.svg, plot(result, args.title))):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path}", file=sys.stderr)
     return 0
-
-

@@ -14,6 +14,7 @@ spread round-robin over N concurrent connections, wall time for all, the median 
 that interleave the levels. Prints markdown tables and
 writes JSON (``--out``). Speed is measured here, never asserted in tests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,11 +43,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--prompt-chars", type=int, default=600, help="keep the last N characters of each prompt")
     p.add_argument("--methods", default="none,draft", help="comma-separated methods to measure")
     p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=3, help="overhead runs (engine, engine again, server) per prompt and method")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="overhead runs (engine, engine again, server) per prompt and method"
+    )
     p.add_argument("--clients", default="1,4,8", help="concurrency levels for the throughput table")
-    p.add_argument("--in-process", action="store_true",
-                   help="serve from a thread of this process (same engine object; the client shares its GIL) "
-                        "instead of a `specdec serve` child process")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="serve from a thread of this process (same engine object; the client shares its GIL) "
+        "instead of a `specdec serve` child process",
+    )
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     return p.parse_args(argv)
 
@@ -58,6 +64,7 @@ class InProcessServer:
         from app.ws_protocol import Limits
         from app.ws_server import ServerConfig, StreamServer
         from engine.local import LocalBackend
+
         limits = Limits(max_prompt_tokens=engine.context - 1, max_new_tokens=engine.context, max_queue=max_queue)
         self.server = StreamServer(LocalBackend(engine, max_queue), ServerConfig("127.0.0.1", 0, None, (), limits))
         self._ready = threading.Event()
@@ -96,7 +103,12 @@ class ServeProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def __enter__(self) -> str:
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=None if os.environ.get("WS_BENCH_DEBUG") else subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=None if os.environ.get("WS_BENCH_DEBUG") else subprocess.DEVNULL,
+            text=True,
+        )
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             self.proc.kill()
@@ -114,8 +126,11 @@ class ServeProcess:
 async def request(ws, rid: str, prompt: str, method: str, n: int) -> dict[str, Any]:
     """One generate through the server; returns the done message with the client-side timings added."""
     t0 = time.perf_counter()
-    await ws.send(json.dumps({"type": "generate", "id": rid, "prompt": prompt, "method": method,
-                              "max_new_tokens": n, "temperature": 0}))
+    await ws.send(
+        json.dumps(
+            {"type": "generate", "id": rid, "prompt": prompt, "method": method, "max_new_tokens": n, "temperature": 0}
+        )
+    )
     first = None
     while True:
         msg = json.loads(await ws.recv())
@@ -128,11 +143,19 @@ async def request(ws, rid: str, prompt: str, method: str, n: int) -> dict[str, A
             return msg
 
 
-async def overhead(engine, server: InProcessServer | ServeProcess, url: str, prompts: list[str], methods: list[str],
-                   n: int, repeats: int) -> list[dict]:
+async def overhead(
+    engine,
+    server: InProcessServer | ServeProcess,
+    url: str,
+    prompts: list[str],
+    methods: list[str],
+    n: int,
+    repeats: int,
+) -> list[dict]:
     from websockets.asyncio.client import connect
 
     from engine.config import GenerateSpec
+
     rows = []
 
     # The engine alone runs in one worker thread, as in the server: under load, torch in the main thread
@@ -160,7 +183,7 @@ async def overhead(engine, server: InProcessServer | ServeProcess, url: str, pro
                 for i, prompt in enumerate(prompts):
                     run: dict[str, float] = {}
                     order = ("engine", "engine_again", "server")
-                    for which in order[(r + i) % 3:] + order[:(r + i) % 3]:
+                    for which in order[(r + i) % 3 :] + order[: (r + i) % 3]:
                         await bust(ws)
                         loop_c0, client_c0 = server.loop_cpu(), time.thread_time()
                         t0 = time.perf_counter()
@@ -188,11 +211,18 @@ def _overhead_row(method: str, runs: list[dict[str, float]]) -> dict[str, Any]:
     tok = sum(r["tokens"] for r in runs)
     med = lambda key: statistics.median(r[key] / r["engine"] for r in runs)  # noqa: E731
     share = lambda key: 100 * sum(r[key] for r in runs) / sum(r["engine"] for r in runs)  # noqa: E731
-    return {"method": method, "runs": len(runs), "tokens": tok,
-            "engine_tok_s": tok / sum(r["engine"] for r in runs), "server_tok_s": tok / sum(r["server"] for r in runs),
-            "median_server_ratio": med("server"), "median_aa_ratio": med("engine_again"),
-            "median_engine_in_server_ratio": statistics.median(r["server_engine"] / r["engine_engine"] for r in runs),
-            "loop_cpu_pct": share("loop_cpu"), "client_cpu_pct": share("client_cpu")}
+    return {
+        "method": method,
+        "runs": len(runs),
+        "tokens": tok,
+        "engine_tok_s": tok / sum(r["engine"] for r in runs),
+        "server_tok_s": tok / sum(r["server"] for r in runs),
+        "median_server_ratio": med("server"),
+        "median_aa_ratio": med("engine_again"),
+        "median_engine_in_server_ratio": statistics.median(r["server_engine"] / r["engine_engine"] for r in runs),
+        "loop_cpu_pct": share("loop_cpu"),
+        "client_cpu_pct": share("client_cpu"),
+    }
 
 
 async def throughput(url: str, prompts: list[str], method: str, n: int, clients: int) -> dict[str, Any]:
@@ -201,16 +231,26 @@ async def throughput(url: str, prompts: list[str], method: str, n: int, clients:
     async def one(c: int) -> list[dict]:
         async with connect(url) as ws:
             json.loads(await ws.recv())
-            return [await request(ws, f"t{clients}-{c}-{i}", p, method, n)
-                    for i, p in enumerate(prompts) if i % clients == c]
+            return [
+                await request(ws, f"t{clients}-{c}-{i}", p, method, n)
+                for i, p in enumerate(prompts)
+                if i % clients == c
+            ]
 
     t0 = time.perf_counter()
     results = [d for ds in await asyncio.gather(*(one(c) for c in range(clients))) for d in ds]
     wall = time.perf_counter() - t0
     tokens = sum(d["tokens"] for d in results)
-    return {"clients": clients, "method": method, "requests": len(results), "tokens": tokens, "wall_s": wall,
-            "tok_s": tokens / wall, "median_first_step_s": statistics.median(d["first_step_s"] for d in results),
-            "max_first_step_s": max(d["first_step_s"] for d in results)}
+    return {
+        "clients": clients,
+        "method": method,
+        "requests": len(results),
+        "tokens": tokens,
+        "wall_s": wall,
+        "tok_s": tokens / wall,
+        "median_first_step_s": statistics.median(d["first_step_s"] for d in results),
+        "max_first_step_s": max(d["first_step_s"] for d in results),
+    }
 
 
 def _median_pass(passes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -220,21 +260,34 @@ def _median_pass(passes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def report(rows: list[dict], thr: list[dict], meta: dict) -> str:
-    lines = [f"engine alone vs through the server ({meta['server']}, {meta['prompts']} prompts x {meta['repeats']} repeats, "
-             f"max_new_tokens {meta['max_new_tokens']}, greedy, runs interleaved; CPU as % of the engine's time)", "",
-             "| method | runs | tokens | engine tok/s | server tok/s | server / engine (median) | "
-             "engine again / engine (A/A) | engine loop inside server / alone | server loop CPU | client CPU |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['method']} | {r['runs']} | {r['tokens']} | {r['engine_tok_s']:.1f} | {r['server_tok_s']:.1f} | "
-              f"{r['median_server_ratio']:.3f} | {r['median_aa_ratio']:.3f} | "
-              f"{r['median_engine_in_server_ratio']:.3f} | {r['loop_cpu_pct']:.1f}% | "
-              f"{r['client_cpu_pct']:.1f}% |" for r in rows]
-    lines += ["", f"throughput: {meta['prompts']} requests spread over N concurrent connections (method "
-                  f"{thr[0]['method'] if thr else '-'}; the median of {meta['repeats']} interleaved passes)", "",
-              "| clients | requests | tokens | wall s | tok/s | median first step s | max first step s |",
-              "|---|---|---|---|---|---|---|"]
-    lines += [f"| {t['clients']} | {t['requests']} | {t['tokens']} | {t['wall_s']:.2f} | {t['tok_s']:.1f} | "
-              f"{t['median_first_step_s']:.2f} | {t['max_first_step_s']:.2f} |" for t in thr]
+    lines = [
+        f"engine alone vs through the server ({meta['server']}, {meta['prompts']} prompts x {meta['repeats']} repeats, "
+        f"max_new_tokens {meta['max_new_tokens']}, greedy, runs interleaved; CPU as % of the engine's time)",
+        "",
+        "| method | runs | tokens | engine tok/s | server tok/s | server / engine (median) | "
+        "engine again / engine (A/A) | engine loop inside server / alone | server loop CPU | client CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['method']} | {r['runs']} | {r['tokens']} | {r['engine_tok_s']:.1f} | {r['server_tok_s']:.1f} | "
+        f"{r['median_server_ratio']:.3f} | {r['median_aa_ratio']:.3f} | "
+        f"{r['median_engine_in_server_ratio']:.3f} | {r['loop_cpu_pct']:.1f}% | "
+        f"{r['client_cpu_pct']:.1f}% |"
+        for r in rows
+    ]
+    lines += [
+        "",
+        f"throughput: {meta['prompts']} requests spread over N concurrent connections (method "
+        f"{thr[0]['method'] if thr else '-'}; the median of {meta['repeats']} interleaved passes)",
+        "",
+        "| clients | requests | tokens | wall s | tok/s | median first step s | max first step s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {t['clients']} | {t['requests']} | {t['tokens']} | {t['wall_s']:.2f} | {t['tok_s']:.1f} | "
+        f"{t['median_first_step_s']:.2f} | {t['max_first_step_s']:.2f} |"
+        for t in thr
+    ]
     return "\n".join(lines)
 
 
@@ -243,8 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from engine.session import Engine
+
     lines = [line for line in args.prompts.read_text(encoding="utf-8").splitlines() if line.strip()]
-    prompts = [json.loads(line)["prompt"][-args.prompt_chars:] for line in lines[:args.n_prompts]]
+    prompts = [json.loads(line)["prompt"][-args.prompt_chars :] for line in lines[: args.n_prompts]]
     methods = [m for m in args.methods.split(",") if m]
     levels = [int(c) for c in args.clients.split(",") if c]
     engine = Engine.load()
@@ -252,12 +306,20 @@ def main(argv: list[str] | None = None) -> int:
     server = InProcessServer(engine, queue) if args.in_process else ServeProcess(queue)
     with server as url:
         rows = asyncio.run(overhead(engine, server, url, prompts, methods, args.max_new_tokens, args.repeats))
-        passes = [asyncio.run(throughput(url, prompts, methods[-1], args.max_new_tokens, c))
-                  for _ in tqdm(range(args.repeats), desc="throughput", file=sys.stderr, leave=False) for c in levels]
+        passes = [
+            asyncio.run(throughput(url, prompts, methods[-1], args.max_new_tokens, c))
+            for _ in tqdm(range(args.repeats), desc="throughput", file=sys.stderr, leave=False)
+            for c in levels
+        ]
     thr = [_median_pass([p for p in passes if p["clients"] == c]) for c in levels]
-    meta = {"server": "in-process thread" if args.in_process else "specdec serve child process",
-            "prompts": len(prompts), "repeats": args.repeats, "max_new_tokens": args.max_new_tokens,
-            "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    meta = {
+        "server": "in-process thread" if args.in_process else "specdec serve child process",
+        "prompts": len(prompts),
+        "repeats": args.repeats,
+        "max_new_tokens": args.max_new_tokens,
+        "torch_threads": torch.get_num_threads(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     print(report(rows, thr, meta))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

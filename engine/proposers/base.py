@@ -17,8 +17,9 @@ longest common prefix on every call: the engine never calls commit or rollback o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # types only: the registry imports the proposers, and config 
 @dataclass(frozen=True)
 class Context:
     tokens: list[int]
-    spec: "GenerateSpec"
+    spec: GenerateSpec
     budget: int
     k_max: int | None = None
     generator: torch.Generator | None = None
@@ -40,7 +41,7 @@ class Context:
     corpus: Sequence = ()
 
     @property
-    def params(self) -> "SamplingParams":
+    def params(self) -> SamplingParams:
         return self.spec.sampling
 
 

@@ -21,6 +21,7 @@ is below it: an unsure draft token is likely rejected and costs a draft forward 
 verification. The decision uses q alone, so exactness is untouched. The measured effect of both
 knobs is in docs/bench.md.
 """
+
 from __future__ import annotations
 
 import time
@@ -93,8 +94,9 @@ class HFRunner:
 class DraftModel:
     name = "draft"
 
-    def __init__(self, model: torch.nn.Module, vocab: int | None = None, lean: bool = True,
-                 verify_cost: float | None = None) -> None:
+    def __init__(
+        self, model: torch.nn.Module, vocab: int | None = None, lean: bool = True, verify_cost: float | None = None
+    ) -> None:
         self.model = model.eval()
         on_cpu = next(model.parameters()).device.type == "cpu"
         # the extra target cost of verifying one more token, relative to a decoding step: about 0.1

@@ -9,6 +9,7 @@ Contract:
 - ``encode_split(...)`` tokenizes a split into one ``uint16`` array with EOS between files and
   caches it as ``.npy`` next to a JSON manifest (file-list hash, token counts).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,18 @@ from pathlib import Path
 import numpy as np
 
 HELDOUT_PERCENT = 4
-SKIP_DIRS = {"__pycache__", "test", "tests", "idle_test", "site-packages", "lib2to3", "_vendor",
-             "testing", "ensurepip", "turtledemo"}
+SKIP_DIRS = {
+    "__pycache__",
+    "test",
+    "tests",
+    "idle_test",
+    "site-packages",
+    "lib2to3",
+    "_vendor",
+    "testing",
+    "ensurepip",
+    "turtledemo",
+}
 MAX_FILE_BYTES = 400_000
 
 
@@ -90,7 +101,7 @@ def encode_split(files: list[SourceFile], tokenizer, eos_id: int, out: Path) -> 
     ids: list[np.ndarray] = []
     batch = 256
     for i in range(0, len(texts), batch):
-        for enc in tokenizer.encode_batch(texts[i:i + batch]):
+        for enc in tokenizer.encode_batch(texts[i : i + batch]):
             ids.append(np.asarray(enc.ids + [eos_id], dtype=np.uint16))
     arr = np.concatenate(ids) if ids else np.zeros(0, dtype=np.uint16)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +114,12 @@ def write_manifest(files: list[SourceFile], counts: dict[str, int], out: Path) -
     for f in files:
         s = split_of(f.key)
         by_split[s] = by_split.get(s, 0) + 1
-    manifest = {"file_list_sha256_16": file_list_hash(files), "n_files": by_split,
-                "n_tokens": counts, "heldout_percent": HELDOUT_PERCENT,
-                "roots": sorted({f.root_name for f in files})}
+    manifest = {
+        "file_list_sha256_16": file_list_hash(files),
+        "n_files": by_split,
+        "n_tokens": counts,
+        "heldout_percent": HELDOUT_PERCENT,
+        "roots": sorted({f.root_name for f in files}),
+    }
     out.write_text(json.dumps(manifest, indent=2))
     return manifest

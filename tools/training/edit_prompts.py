@@ -17,6 +17,7 @@ file-list hash, assets/corpus.json, says whether yours are the same).
 
 Run: ``python -m tools.training.edit_prompts`` (writes assets/prompts/edits.jsonl).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,11 @@ def functions(text: str) -> list[tuple[str, str]]:
         return []
     out = []
     for node in ast.walk(tree):
-        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.decorator_list
-                and not node.name.startswith("__")):
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and not node.decorator_list
+            and not node.name.startswith("__")
+        ):
             src = ast.get_source_segment(text, node, padded=True)
             if src:
                 out.append((node.name, textwrap.dedent(src), node))
@@ -106,14 +110,17 @@ def make_edit_prompts(files: list[SourceFile], tokenizer, n: int = 20, max_promp
         prompt = src.rstrip("\n") + "\n\n\n" + header
         if len(tokenizer.encode(prompt, add_special_tokens=False)) > max_prompt_tokens:
             continue
-        records.append({"prompt": prompt, "source": f.key, "function": name, "edit": edit,
-                        "reference": reference[len(header):]})
+        records.append(
+            {"prompt": prompt, "source": f.key, "function": name, "edit": edit, "reference": reference[len(header) :]}
+        )
     return records
 
 
 def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
+
     from engine.loading import DEFAULT_TARGET
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("assets/prompts/edits.jsonl"))
     ap.add_argument("-n", type=int, default=20, help="number of prompts (default: 20)")
@@ -122,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     tok = AutoTokenizer.from_pretrained(str(DEFAULT_TARGET))
     records = make_edit_prompts(files, tok, opt.n)
     write_jsonl(records, opt.out)
-    print(f"wrote {len(records)} prompts to {opt.out} (file-list hash {file_list_hash(files)}; "
-          f"assets/corpus.json records the one the models were trained on)")
+    print(
+        f"wrote {len(records)} prompts to {opt.out} (file-list hash {file_list_hash(files)}; "
+        f"assets/corpus.json records the one the models were trained on)"
+    )
     return 0
 
 

@@ -11,6 +11,7 @@ file). An existing file with the same shape settings is reused, so a re-run cost
 ``token_arrays(work, target_dir)`` returns the (train, heldout) token arrays of the base training,
 re-encoding the corpus with the target's tokenizer when the arrays are absent (a fresh machine).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ def token_arrays(work: Path, target_dir: Path, out_work: Path) -> tuple[np.ndarr
 
     from . import corpus as C
     from .tokenizer import EOS
+
     print(f"no token arrays in {work}: encoding the corpus with the target's tokenizer", flush=True)
     tok = AutoTokenizer.from_pretrained(str(target_dir), local_files_only=True)
     files = C.list_sources(C.default_roots())
@@ -44,6 +46,7 @@ def token_arrays(work: Path, target_dir: Path, out_work: Path) -> tuple[np.ndarr
 def greedy_continue(model, prefix: torch.Tensor, cont: int) -> torch.Tensor:
     """[B, P] -> [B, P + cont]: the target's greedy continuation (batched, with a KV cache)."""
     from transformers import DynamicCache
+
     cache = DynamicCache()
     out = model(input_ids=prefix, cache=cache, use_cache=True)
     seq = [prefix]
@@ -63,8 +66,17 @@ def last_hidden(model, ids: torch.Tensor) -> torch.Tensor:
     return model.get_decoder()(input_ids=ids).last_hidden_state
 
 
-def build_features(model, tokens: np.ndarray, n_windows: int, prefix: int, cont: int, path: Path,
-                   seed: int = 0, batch: int = 32, desc: str = "target features") -> dict:
+def build_features(
+    model,
+    tokens: np.ndarray,
+    n_windows: int,
+    prefix: int,
+    cont: int,
+    path: Path,
+    seed: int = 0,
+    batch: int = 32,
+    desc: str = "target features",
+) -> dict:
     """Windows of ``prefix`` corpus tokens plus ``cont`` greedy target tokens (``cont`` may be 0:
     plain corpus windows, labelled later by the target's own distributions), with hidden states."""
     settings = {"n_windows": n_windows, "prefix": prefix, "cont": cont, "seed": seed, "n_tokens": int(len(tokens))}
@@ -77,7 +89,7 @@ def build_features(model, tokens: np.ndarray, n_windows: int, prefix: int, cont:
     model.eval()
     ids_all, hid_all = [], []
     for i in tqdm(range(0, n_windows, batch), desc=desc, unit="batch", dynamic_ncols=True, mininterval=2.0):
-        rows = [np.asarray(tokens[s:s + prefix], dtype=np.int64) for s in starts[i:i + batch]]
+        rows = [np.asarray(tokens[s : s + prefix], dtype=np.int64) for s in starts[i : i + batch]]
         ids = torch.from_numpy(np.stack(rows))
         ids = greedy_continue(model, ids, cont) if cont else ids
         ids_all.append(ids)

@@ -6,6 +6,7 @@ Contract: ``feature_sets(opt) -> {"corpus", "greedy", "heldout"}``, each a dict 
 continued greedily by the target (what decoding at temperature 0 looks like), ``heldout`` are
 held-out prefixes continued greedily, on which the per-head accuracies and the tree are measured.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class HeadsData:
 
 def load_target(path: Path):
     from transformers import AutoModelForCausalLM
+
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, local_files_only=True)
     for p in model.parameters():
         p.requires_grad_(False)
@@ -43,10 +45,34 @@ def feature_sets(opt: HeadsData, model=None) -> dict[str, dict]:
     train, held = token_arrays(opt.work, opt.target, opt.cache)
     c = opt.cache
     return {
-        "heldout": build_features(model, held, opt.heldout_windows, opt.prefix, opt.cont, c / "heldout.pt",
-                                  opt.seed + 2, desc="held-out continuations"),
-        "greedy": build_features(model, train, opt.greedy_windows, opt.prefix, opt.cont, c / "greedy.pt",
-                                 opt.seed + 1, desc="train continuations"),
-        "corpus": build_features(model, train, opt.corpus_windows, opt.prefix + opt.cont, 0, c / "corpus.pt",
-                                 opt.seed, desc="corpus features"),
+        "heldout": build_features(
+            model,
+            held,
+            opt.heldout_windows,
+            opt.prefix,
+            opt.cont,
+            c / "heldout.pt",
+            opt.seed + 2,
+            desc="held-out continuations",
+        ),
+        "greedy": build_features(
+            model,
+            train,
+            opt.greedy_windows,
+            opt.prefix,
+            opt.cont,
+            c / "greedy.pt",
+            opt.seed + 1,
+            desc="train continuations",
+        ),
+        "corpus": build_features(
+            model,
+            train,
+            opt.corpus_windows,
+            opt.prefix + opt.cont,
+            0,
+            c / "corpus.pt",
+            opt.seed,
+            desc="corpus features",
+        ),
     }

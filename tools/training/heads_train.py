@@ -14,6 +14,7 @@ Losses (the target is frozen; p_j = softmax(target LM head(h_j)), the target's o
   + 0.5 CE(argmax)), over ``unroll`` passes: pass 2 feeds the layer its own pass-1 prediction
   while attending to real features before it, exactly what a depth-1 draft node sees.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,6 +31,7 @@ from engine.proposers.eagle import EagleLayer
 from engine.proposers.folder import param_count, save_module
 from engine.proposers.medusa import MedusaHeads
 from engine.proposers.medusa.paths import best_tree, expected_length, joint_from_ranks, save_paths
+
 from .heads_prep import HeadsData, feature_sets, load_target
 from .lm import Schedule, _save_state, make_optimizer
 
@@ -63,8 +65,9 @@ def _rows(pool, opt: HeadsOptions, step: int, n: int) -> tuple[np.random.Generat
     ids, _, n_greedy = pool
     rng = np.random.default_rng([opt.seed, 99, step])
     n_g = int(round(n * opt.greedy_fraction))
-    return rng, torch.from_numpy(np.concatenate([rng.integers(0, n_greedy, n_g),
-                                                 rng.integers(n_greedy, len(ids), n - n_g)]))
+    return rng, torch.from_numpy(
+        np.concatenate([rng.integers(0, n_greedy, n_g), rng.integers(n_greedy, len(ids), n - n_g)])
+    )
 
 
 def medusa_batch(pool, opt: HeadsOptions, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,7 +104,7 @@ def medusa_loss(heads: MedusaHeads, lm_head, h: torch.Tensor, future: torch.Tens
     out = heads(h)  # [B, K, V]
     with torch.no_grad():
         p_logits = lm_head(future[:, : heads.n_heads])
-    return sum(0.8 ** k * _token_loss(out[:, k], p_logits[:, k]) for k in range(heads.n_heads))
+    return sum(0.8**k * _token_loss(out[:, k], p_logits[:, k]) for k in range(heads.n_heads))
 
 
 def unrolled(layer: EagleLayer, f: torch.Tensor, e: torch.Tensor, passes: int) -> list[torch.Tensor]:
@@ -115,7 +118,8 @@ def unrolled(layer: EagleLayer, f: torch.Tensor, e: torch.Tensor, passes: int) -
     for p in range(1, passes + 1):
         x = layer.fc(torch.cat([feat, e], -1))
         q, k, v = layer.qkv_at(x, pos)
-        ks.append(k); vs.append(v)
+        ks.append(k)
+        vs.append(v)
         gap = pos[:, None] - pos[None]  # query position minus key position
         vis = [gap >= p - 1] + [gap == p - i for i in range(2, p + 1)]
         att = F.scaled_dot_product_attention(q, torch.cat(ks, -2), torch.cat(vs, -2), attn_mask=torch.cat(vis, -1))
@@ -125,8 +129,9 @@ def unrolled(layer: EagleLayer, f: torch.Tensor, e: torch.Tensor, passes: int) -
     return outs
 
 
-def eagle_loss(layer: EagleLayer, embed, lm_head, ids: torch.Tensor, hid: torch.Tensor,
-               opt: HeadsOptions) -> torch.Tensor:
+def eagle_loss(
+    layer: EagleLayer, embed, lm_head, ids: torch.Tensor, hid: torch.Tensor, opt: HeadsOptions
+) -> torch.Tensor:
     e = embed(ids[:, 1:])  # embedding of x_{j+1}
     f, target = hid[:, :-1], hid[:, 1:]
     with torch.no_grad():
@@ -135,31 +140,46 @@ def eagle_loss(layer: EagleLayer, embed, lm_head, ids: torch.Tensor, hid: torch.
     for p, out in enumerate(unrolled(layer, f, e, opt.unroll)):
         skip = p  # pass p+1 has no valid input at the first p positions
         reg = F.smooth_l1_loss(out[:, skip:], target[:, skip:])
-        total = total + (0.7 ** p) * (reg + opt.w_token * _token_loss(lm_head(out[:, skip:]), p_logits[:, skip:]))
+        total = total + (0.7**p) * (reg + opt.w_token * _token_loss(lm_head(out[:, skip:]), p_logits[:, skip:]))
     return total
 
 
 def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Path, desc: str) -> None:
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.pt"
-    sched = Schedule(steps=opt.steps, batch=opt.batch, lr=opt.lr, warmup=min(20, opt.steps // 10 + 1),
-                     weight_decay=0.0, seed=opt.seed)
+    sched = Schedule(
+        steps=opt.steps,
+        batch=opt.batch,
+        lr=opt.lr,
+        warmup=min(20, opt.steps // 10 + 1),
+        weight_decay=0.0,
+        seed=opt.seed,
+    )
     optim = make_optimizer(module, sched)
     start = 0
     if state_path.exists():
         st = torch.load(state_path, weights_only=False)
-        module.load_state_dict(st["module"]); optim.load_state_dict(st["optim"])
+        module.load_state_dict(st["module"])
+        optim.load_state_dict(st["optim"])
         start = st["step"]
     module.train()
-    bar = tqdm(range(start, opt.steps), initial=start, total=opt.steps, desc=desc, unit="step",
-               dynamic_ncols=True, mininterval=5.0)
+    bar = tqdm(
+        range(start, opt.steps),
+        initial=start,
+        total=opt.steps,
+        desc=desc,
+        unit="step",
+        dynamic_ncols=True,
+        mininterval=5.0,
+    )
     for step in bar:
         for g in optim.param_groups:
             g["lr"] = sched.lr_at(step)
         loss = loss_fn(*batch_fn(step))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
-        optim.step(); optim.zero_grad(set_to_none=True)
+        optim.step()
+        optim.zero_grad(set_to_none=True)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         if (step + 1) % opt.ckpt_every == 0 or step + 1 == opt.steps:
             _save_state(state_path, {"module": module.state_dict(), "optim": optim.state_dict(), "step": step + 1})
@@ -182,10 +202,10 @@ def medusa_eval(heads: MedusaHeads, held: dict, opt: HeadsOptions) -> tuple[list
     t0 = opt.prefix - 1  # h_t with t >= prefix - 1 predicts continuation tokens
     K = heads.n_heads
     n = hid.shape[1] - t0 - K - 1  # positions whose labels x_{t+2..t+1+K} all exist
-    out = heads(hid[:, t0:t0 + n])  # [B, n, K, V]
+    out = heads(hid[:, t0 : t0 + n])  # [B, n, K, V]
     acc, ranks = [], []
     for k in range(1, K + 1):
-        labels = ids[:, t0 + 1 + k: t0 + 1 + k + n]
+        labels = ids[:, t0 + 1 + k : t0 + 1 + k + n]
         acc.append(rank_accuracy(out[:, :, k - 1], labels, opt.top_k_eval))
         hit = out[:, :, k - 1].topk(opt.top_k_eval, -1).indices == labels[..., None]
         ranks.append(torch.where(hit.any(-1), hit.float().argmax(-1), torch.tensor(-1.0)).long().flatten())
@@ -201,17 +221,21 @@ def eagle_eval(layer: EagleLayer, embed, lm_head, held: dict, opt: HeadsOptions,
     acc = []
     for d, out in enumerate(outs):  # out[:, j] predicts f_{j+1}, i.e. the token x_{j+2}
         lo = t0 + d  # pass d+1 at j is a depth-d node of a draft made at t = j - d
-        acc.append(rank_accuracy(lm_head(out[:, lo:-1]), ids[:, lo + 2:], opt.top_k_eval))
+        acc.append(rank_accuracy(lm_head(out[:, lo:-1]), ids[:, lo + 2 :], opt.top_k_eval))
     return acc
 
 
 def _card(kind: str, module, opt: HeadsOptions, acc, seconds: float, **more) -> dict:
     key = "head" if kind == "medusa" else "depth"
-    card = {"name": f"specdec {kind}", "parameters": param_count(module), "train_seconds": round(seconds),
-            "options": json.loads(json.dumps(asdict(opt), default=str)),
-            f"heldout_top1_per_{key}": [round(a[0], 4) for a in acc],
-            f"heldout_top{opt.top_k_eval}_per_{key}": [round(sum(a), 4) for a in acc],
-            f"heldout_rank_accuracy_per_{key}": [[round(x, 4) for x in a] for a in acc]}
+    card = {
+        "name": f"specdec {kind}",
+        "parameters": param_count(module),
+        "train_seconds": round(seconds),
+        "options": json.loads(json.dumps(asdict(opt), default=str)),
+        f"heldout_top1_per_{key}": [round(a[0], 4) for a in acc],
+        f"heldout_top{opt.top_k_eval}_per_{key}": [round(sum(a), 4) for a in acc],
+        f"heldout_rank_accuracy_per_{key}": [[round(x, 4) for x in a] for a in acc],
+    }
     card.update(more)
     return card
 
@@ -225,22 +249,43 @@ def train_medusa(opt: HeadsOptions) -> dict:
     heads.init_from_lm_head(target.get_output_embeddings().weight)
     lm_head = target.get_output_embeddings()
     pool = _pool(sets)
-    fit(heads, lambda h, fut: medusa_loss(heads, lm_head, h, fut), lambda s: medusa_batch(pool, opt, s), opt,
-        opt.cache / "medusa", "medusa")
+    fit(
+        heads,
+        lambda h, fut: medusa_loss(heads, lm_head, h, fut),
+        lambda s: medusa_batch(pool, opt, s),
+        opt,
+        opt.cache / "medusa",
+        "medusa",
+    )
     acc, ranks = medusa_eval(heads, sets["heldout"], opt)
     joint = joint_from_ranks(ranks)  # measured path probabilities: heads are not independent
     paths = best_tree(joint, opt.nodes, opt.node_cost, opt.head_cost)
     e = expected_length(paths, joint)
-    card = _card("medusa", heads, opt, acc, time.time() - t0, tree_nodes=len(paths),
-                 tree_expected_accepted=round(e, 3), tree_expected_tau=round(e + 1, 3),
-                 description=f"{opt.n_heads} Medusa heads (residual SiLU block + vocabulary projection) on the "
-                             "frozen target's last hidden state, self-distilled on its distributions and greedy "
-                             "continuations; head k predicts the token k+1 positions ahead.")
+    card = _card(
+        "medusa",
+        heads,
+        opt,
+        acc,
+        time.time() - t0,
+        tree_nodes=len(paths),
+        tree_expected_accepted=round(e, 3),
+        tree_expected_tau=round(e + 1, 3),
+        description=f"{opt.n_heads} Medusa heads (residual SiLU block + vocabulary projection) on the "
+        "frozen target's last hidden state, self-distilled on its distributions and greedy "
+        "continuations; head k predicts the token k+1 positions ahead.",
+    )
     save_module(heads, opt.out / "medusa", card)
-    save_paths(opt.out / "medusa" / "tree.json", paths, expected_accepted=round(e, 3), budget=opt.nodes,
-               node_cost=opt.node_cost, head_cost=opt.head_cost, expected_accepted_independent=round(expected_length(paths, acc), 3),
-               chosen_by="engine.proposers.medusa.paths.best_tree on the measured joint path probabilities of "
-                         "held-out greedy continuations (see card.json for the per-head accuracies)")
+    save_paths(
+        opt.out / "medusa" / "tree.json",
+        paths,
+        expected_accepted=round(e, 3),
+        budget=opt.nodes,
+        node_cost=opt.node_cost,
+        head_cost=opt.head_cost,
+        expected_accepted_independent=round(expected_length(paths, acc), 3),
+        chosen_by="engine.proposers.medusa.paths.best_tree on the measured joint path probabilities of "
+        "held-out greedy continuations (see card.json for the per-head accuracies)",
+    )
     print(json.dumps({k: card[k] for k in card if k.startswith("heldout_top") or k.startswith("tree")}), flush=True)
     return card
 
@@ -250,18 +295,35 @@ def train_eagle(opt: HeadsOptions) -> dict:
     target = load_target(opt.target)
     sets = feature_sets(opt, target)
     cfg = target.config
-    layer = EagleLayer(cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size, cfg.rms_norm_eps,
-                       float(cfg.rope_parameters["rope_theta"]) if getattr(cfg, "rope_parameters", None) else 10000.0)
+    layer = EagleLayer(
+        cfg.hidden_size,
+        cfg.num_attention_heads,
+        cfg.intermediate_size,
+        cfg.rms_norm_eps,
+        float(cfg.rope_parameters["rope_theta"]) if getattr(cfg, "rope_parameters", None) else 10000.0,
+    )
     embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
     pool = _pool(sets)
-    fit(layer, lambda ids, hid: eagle_loss(layer, embed, lm_head, ids, hid, opt), lambda s: eagle_batch(pool, opt, s),
-        opt, opt.cache / "eagle", "eagle")
+    fit(
+        layer,
+        lambda ids, hid: eagle_loss(layer, embed, lm_head, ids, hid, opt),
+        lambda s: eagle_batch(pool, opt, s),
+        opt,
+        opt.cache / "eagle",
+        "eagle",
+    )
     acc = eagle_eval(layer, embed, lm_head, sets["heldout"], opt)
-    card = _card("eagle", layer, opt, acc, time.time() - t0,
-                 description="One decoder layer over (target feature f_t, embedding of x_{t+1}) predicting f_{t+1}; "
-                             "tokens from the target's frozen LM head. Trained on feature regression plus token "
-                             "KL/cross-entropy against the frozen target. Depth d accuracy uses d chained predicted "
-                             "features over real context.")
+    card = _card(
+        "eagle",
+        layer,
+        opt,
+        acc,
+        time.time() - t0,
+        description="One decoder layer over (target feature f_t, embedding of x_{t+1}) predicting f_{t+1}; "
+        "tokens from the target's frozen LM head. Trained on feature regression plus token "
+        "KL/cross-entropy against the frozen target. Depth d accuracy uses d chained predicted "
+        "features over real context.",
+    )
     save_module(layer, opt.out / "eagle", card)
     print(json.dumps({k: card[k] for k in card if k.startswith("heldout_top")}), flush=True)
     return card

@@ -13,14 +13,15 @@ Contract:
   resume from it; batches are drawn from an RNG seeded by the step, so a resumed run sees the same
   data as an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -51,16 +52,19 @@ def batch_at(data: np.ndarray, sched: Schedule, step: int) -> torch.Tensor:
     """B windows of seq_len + 1 tokens, chosen by an RNG seeded with (seed, step)."""
     rng = np.random.default_rng([sched.seed, step])
     starts = rng.integers(0, len(data) - sched.seq_len - 1, size=sched.batch)
-    rows = [np.asarray(data[s:s + sched.seq_len + 1], dtype=np.int64) for s in starts]
+    rows = [np.asarray(data[s : s + sched.seq_len + 1], dtype=np.int64) for s in starts]
     return torch.from_numpy(np.stack(rows))
 
 
 def make_optimizer(model: torch.nn.Module, sched: Schedule) -> torch.optim.Optimizer:
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": sched.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=sched.lr, betas=(0.9, 0.95), eps=1e-8)
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": sched.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=sched.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
 
 
 def kl_loss(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
@@ -91,8 +95,16 @@ def _compiled(model: torch.nn.Module, compile_: bool) -> Callable:
     return torch.compile(model) if compile_ else model
 
 
-def train_pair(target, draft, data: np.ndarray, sched: Schedule, work: Path, *,
-               compile_: bool = True, on_ckpt: Callable[[int], None] | None = None) -> None:
+def train_pair(
+    target,
+    draft,
+    data: np.ndarray,
+    sched: Schedule,
+    work: Path,
+    *,
+    compile_: bool = True,
+    on_ckpt: Callable[[int], None] | None = None,
+) -> None:
     """Train target (cross-entropy) and draft (online KL distillation); resumable from ``work``."""
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.pt"
@@ -100,13 +112,23 @@ def train_pair(target, draft, data: np.ndarray, sched: Schedule, work: Path, *,
     start = 0
     if state_path.exists():
         st = torch.load(state_path, weights_only=False)
-        target.load_state_dict(st["target"]); draft.load_state_dict(st["draft"])
-        opt_p.load_state_dict(st["opt_p"]); opt_q.load_state_dict(st["opt_q"])
+        target.load_state_dict(st["target"])
+        draft.load_state_dict(st["draft"])
+        opt_p.load_state_dict(st["opt_p"])
+        opt_q.load_state_dict(st["opt_q"])
         start = st["step"]
     f_p, f_q = _compiled(target, compile_), _compiled(draft, compile_)
-    target.train(); draft.train()
-    bar = tqdm(range(start, sched.steps), initial=start, total=sched.steps, desc="target+draft",
-               unit="step", dynamic_ncols=True, mininterval=2.0)
+    target.train()
+    draft.train()
+    bar = tqdm(
+        range(start, sched.steps),
+        initial=start,
+        total=sched.steps,
+        desc="target+draft",
+        unit="step",
+        dynamic_ncols=True,
+        mininterval=2.0,
+    )
     t0, tok = time.time(), 0
     for step in bar:
         lr = sched.lr_at(step)
@@ -119,25 +141,48 @@ def train_pair(target, draft, data: np.ndarray, sched: Schedule, work: Path, *,
         loss_p = F.cross_entropy(p_logits.flatten(0, 1).float(), y.flatten())
         loss_p.backward()
         torch.nn.utils.clip_grad_norm_(target.parameters(), 1.0)
-        opt_p.step(); opt_p.zero_grad(set_to_none=True)
+        opt_p.step()
+        opt_p.zero_grad(set_to_none=True)
         q_logits = f_q(input_ids=x).logits
         loss_q = kl_loss(p_logits.detach(), q_logits)
         loss_q.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt_q.step(); opt_q.zero_grad(set_to_none=True)
+        opt_q.step()
+        opt_q.zero_grad(set_to_none=True)
         tok += x.numel()
-        bar.set_postfix(loss_p=f"{loss_p.item():.3f}", kl_q=f"{loss_q.item():.3f}",
-                        tok_s=f"{tok / (time.time() - t0):.0f}", lr=f"{lr:.1e}", refresh=False)
+        bar.set_postfix(
+            loss_p=f"{loss_p.item():.3f}",
+            kl_q=f"{loss_q.item():.3f}",
+            tok_s=f"{tok / (time.time() - t0):.0f}",
+            lr=f"{lr:.1e}",
+            refresh=False,
+        )
         if (step + 1) % sched.ckpt_every == 0 or step + 1 == sched.steps:
-            _save_state(state_path, {"target": target.state_dict(), "draft": draft.state_dict(),
-                                     "opt_p": opt_p.state_dict(), "opt_q": opt_q.state_dict(),
-                                     "step": step + 1})
+            _save_state(
+                state_path,
+                {
+                    "target": target.state_dict(),
+                    "draft": draft.state_dict(),
+                    "opt_p": opt_p.state_dict(),
+                    "opt_q": opt_q.state_dict(),
+                    "step": step + 1,
+                },
+            )
             if on_ckpt:
                 on_ckpt(step + 1)
 
 
-def _fit_draft(p_fn: Callable, q_fn: Callable, draft, sched: Schedule, work: Path, batch_fn: Callable,
-               desc: str, upstream: str = "", on_ckpt: Callable[[int], None] | None = None) -> None:
+def _fit_draft(
+    p_fn: Callable,
+    q_fn: Callable,
+    draft,
+    sched: Schedule,
+    work: Path,
+    batch_fn: Callable,
+    desc: str,
+    upstream: str = "",
+    on_ckpt: Callable[[int], None] | None = None,
+) -> None:
     """The draft-only loop shared by ``distill_draft`` and ``greedy_tune``: ``distill_loss`` of
     ``q_fn(x)`` against the frozen ``p_fn(x)`` on ``batch_fn(step)``, resumable from
     ``work/state.pt``; a checkpoint tagged with another ``upstream`` is not resumed."""
@@ -148,11 +193,19 @@ def _fit_draft(p_fn: Callable, q_fn: Callable, draft, sched: Schedule, work: Pat
     if state_path.exists():
         st = torch.load(state_path, weights_only=False)
         if st.get("upstream", upstream) == upstream:  # an untagged checkpoint resumes
-            draft.load_state_dict(st["draft"]); opt_q.load_state_dict(st["opt_q"])
+            draft.load_state_dict(st["draft"])
+            opt_q.load_state_dict(st["opt_q"])
             start = st["step"]
     draft.train()
-    bar = tqdm(range(start, sched.steps), initial=start, total=sched.steps, desc=desc,
-               unit="step", dynamic_ncols=True, mininterval=2.0)
+    bar = tqdm(
+        range(start, sched.steps),
+        initial=start,
+        total=sched.steps,
+        desc=desc,
+        unit="step",
+        dynamic_ncols=True,
+        mininterval=2.0,
+    )
     t0, tok = time.time(), 0
     for step in bar:
         for g in opt_q.param_groups:
@@ -163,26 +216,54 @@ def _fit_draft(p_fn: Callable, q_fn: Callable, draft, sched: Schedule, work: Pat
         loss_q = distill_loss(p_logits, q_fn(input_ids=x).logits)
         loss_q.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt_q.step(); opt_q.zero_grad(set_to_none=True)
+        opt_q.step()
+        opt_q.zero_grad(set_to_none=True)
         tok += x.numel()
         bar.set_postfix(loss=f"{loss_q.item():.3f}", tok_s=f"{tok / (time.time() - t0):.0f}", refresh=False)
         if (step + 1) % sched.ckpt_every == 0 or step + 1 == sched.steps:
-            _save_state(state_path, {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1,
-                                     "upstream": upstream})
+            _save_state(
+                state_path,
+                {"draft": draft.state_dict(), "opt_q": opt_q.state_dict(), "step": step + 1, "upstream": upstream},
+            )
             if on_ckpt:
                 on_ckpt(step + 1)
 
 
-def distill_draft(target, draft, data: np.ndarray, sched: Schedule, work: Path, *,
-                  compile_: bool = True, on_ckpt: Callable[[int], None] | None = None) -> None:
+def distill_draft(
+    target,
+    draft,
+    data: np.ndarray,
+    sched: Schedule,
+    work: Path,
+    *,
+    compile_: bool = True,
+    on_ckpt: Callable[[int], None] | None = None,
+) -> None:
     """Train the draft alone on KL(p || q) against the frozen target; resumable from ``work``."""
     target.eval()
-    _fit_draft(_compiled(target, compile_), _compiled(draft, compile_), draft, sched, work,
-               lambda step: batch_at(data, sched, step)[:, :-1], "distil draft", on_ckpt=on_ckpt)
+    _fit_draft(
+        _compiled(target, compile_),
+        _compiled(draft, compile_),
+        draft,
+        sched,
+        work,
+        lambda step: batch_at(data, sched, step)[:, :-1],
+        "distil draft",
+        on_ckpt=on_ckpt,
+    )
 
 
-def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched: Schedule, work: Path, *,
-                upstream: str = "", on_ckpt: Callable[[int], None] | None = None) -> None:
+def greedy_tune(
+    target,
+    draft,
+    greedy_ids: torch.Tensor,
+    data: np.ndarray,
+    sched: Schedule,
+    work: Path,
+    *,
+    upstream: str = "",
+    on_ckpt: Callable[[int], None] | None = None,
+) -> None:
     """Fine-tune the draft on KL(p || q) + CE over half greedy-continuation, half corpus windows of
     ``greedy_ids.shape[1]`` tokens; resumable from ``work``. A checkpoint made after different
     earlier phases (``upstream``, e.g. their step counts) is not resumed: the tuning restarts."""
@@ -195,7 +276,7 @@ def greedy_tune(target, draft, greedy_ids: torch.Tensor, data: np.ndarray, sched
         starts = rng.integers(0, len(data) - T - 1, sched.batch - half)
         if not len(starts):
             return rows
-        corpus = np.stack([np.asarray(data[i:i + T], dtype=np.int64) for i in starts])
+        corpus = np.stack([np.asarray(data[i : i + T], dtype=np.int64) for i in starts])
         return torch.cat([rows, torch.from_numpy(corpus)])
 
     _fit_draft(target, draft, draft, sched, work, batch, "tune draft on greedy text", upstream, on_ckpt)

@@ -4,6 +4,7 @@ Contract: ``TARGET`` and ``DRAFT`` are the shapes the project trains; the draft'
 (non-embedding parameters plus the LM head) is at most 1/8 of the target's. ``export(...)`` writes
 an HF folder (fp16 safetensors, config, tokenizer) that ``AutoModelForCausalLM`` loads.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,10 +17,20 @@ CONTEXT = 512
 
 
 def llama_config(vocab_size: int, hidden: int, layers: int, heads: int, ffn: int, eos_id: int) -> LlamaConfig:
-    return LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
-                       num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=ffn,
-                       max_position_embeddings=CONTEXT, tie_word_embeddings=True, rope_theta=10000.0,
-                       bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id)
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        intermediate_size=ffn,
+        max_position_embeddings=CONTEXT,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        pad_token_id=eos_id,
+    )
 
 
 TARGET = dict(hidden=320, layers=6, heads=5, ffn=864)

@@ -6,6 +6,7 @@ of a line (its indentation and first word included: where a user's cursor stands
 line's first word), and returns JSON-ready records ``{"prompt", "source", "offset"}``; ``write_jsonl`` writes one per
 line. Files too short or without a usable cut are skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,6 @@ import re
 from pathlib import Path
 
 from .corpus import SourceFile, read_text
-
 
 # Blank lines, indentation, then the first word (or one symbol) of the next non-blank line.
 _NEXT_WORD = re.compile(r"[ \t\n]*(\w+|\S)")

@@ -78,5 +78,5 @@ class EagleLayer(nn.Module):
         return self.out(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
     @classmethod
-    def load(cls, folder: Path, device="cpu", dtype: torch.dtype = torch.float32, target_model=None) -> "EagleLayer":
+    def load(cls, folder: Path, device="cpu", dtype: torch.dtype = torch.float32, target_model=None) -> EagleLayer:
         return load_state(cls(**read_config(folder, target_model, cls.kind)), folder, device, dtype)

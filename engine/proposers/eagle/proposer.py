@@ -26,6 +26,7 @@ rollback hooks). ``propose(ctx)``:
 The draft is deterministic (q = None): tokens are a function of the committed text only, so the
 shared verifier keeps the target's distribution exactly at every temperature.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,10 +45,20 @@ from .layer import EagleLayer
 class Eagle:
     name = "eagle"
 
-    def __init__(self, layer: EagleLayer, embed: torch.Tensor, lm_head: torch.Tensor | torch.nn.Linear,
-                 vocab: int | None = None,
-                 nodes: int = 24, depth: int = 6, beam: int = 2, top_k: int = 2, node_cost: float = 0.09,
-                 expand_min: float = 0.3, capacity: int = 1024) -> None:
+    def __init__(
+        self,
+        layer: EagleLayer,
+        embed: torch.Tensor,
+        lm_head: torch.Tensor | torch.nn.Linear,
+        vocab: int | None = None,
+        nodes: int = 24,
+        depth: int = 6,
+        beam: int = 2,
+        top_k: int = 2,
+        node_cost: float = 0.09,
+        expand_min: float = 0.3,
+        capacity: int = 1024,
+    ) -> None:
         self.layer, self.embed = layer.eval(), embed
         self.decoder = EagleDecoder(self.layer)  # the same function in fewer ops (eagle_decode.py)
         # the target's own LM head module: its packed copy is shared, and hot after the target's step
@@ -59,7 +70,7 @@ class Eagle:
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
 
     @classmethod
-    def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, **kw) -> "Eagle":
+    def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, **kw) -> Eagle:
         head = target.get_output_embeddings()
         layer = EagleLayer.load(folder, head.weight.device, head.weight.dtype, target)
         return cls(layer, target.get_input_embeddings().weight, head, vocab, **kw)
@@ -76,7 +87,7 @@ class Eagle:
         self.kv.length = valid
         dev = self.embed.device
         f = hidden[valid:m].to(device=dev, dtype=self.embed.dtype)
-        e = self.embed[torch.tensor(tokens[valid + 1:m + 1], device=dev)]
+        e = self.embed[torch.tensor(tokens[valid + 1 : m + 1], device=dev)]
         out = self.decoder.attend(f, e, torch.arange(valid, m, device=dev), self.kv, None)
         self.ids = list(tokens)
         return out[-1]

@@ -45,5 +45,5 @@ class MedusaHeads(nn.Module):
         return torch.stack([p(h + F.silu(b(h))) for b, p in zip(self.block, self.proj)], dim=-2)
 
     @classmethod
-    def load(cls, folder: Path, device="cpu", dtype: torch.dtype = torch.float32, target_model=None) -> "MedusaHeads":
+    def load(cls, folder: Path, device="cpu", dtype: torch.dtype = torch.float32, target_model=None) -> MedusaHeads:
         return load_state(cls(**read_config(folder, target_model, cls.kind)), folder, device, dtype)

@@ -29,12 +29,13 @@ each of its paths and, for every node ``(..., r)`` with r > 0, its elder sibling
 - ``expected_length(paths, acc)`` evaluates the objective; ``load_paths`` / ``save_paths`` read and
   write ``{"paths": [[...], ...], ...}`` JSON (a hand-written list works the same way).
 """
+
 from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 Path_ = tuple[int, ...]
 
@@ -89,14 +90,17 @@ def expected_length(paths: Sequence[Sequence[int]], acc: Sequence[Sequence[float
     return sum(_value(tuple(p), acc) for p in paths)
 
 
-def best_tree(acc: Sequence[Sequence[float]], budget: int, node_cost: float = 0.0,
-              head_cost: float = 0.0) -> list[Path_]:
+def best_tree(
+    acc: Sequence[Sequence[float]], budget: int, node_cost: float = 0.0, head_cost: float = 0.0
+) -> list[Path_]:
     chosen = _greedy_nodes(acc, budget) or [(0,)]  # heads that never hit still get the smallest tree
     if node_cost > 0.0 or head_cost > 0.0:  # keep the prefix of the picks with the best tokens per unit of cost
+
         def ratio(n: int) -> float:
             depth = max((len(p) for p in chosen[:n]), default=0)  # heads computed: as deep as the tree
             return (1.0 + expected_length(chosen[:n], acc)) / (1.0 + node_cost * n + head_cost * depth)
-        chosen = chosen[:max(1, max(range(len(chosen) + 1), key=ratio))]
+
+        chosen = chosen[: max(1, max(range(len(chosen) + 1), key=ratio))]
     return tree_order(chosen)[0]
 
 

@@ -6,15 +6,17 @@ by ``specdec train medusa`` from held-out accuracies, a hand-written list loads 
 ``propose(ctx)`` reads the target's last hidden state at the position that produced the pending
 token (``ctx.hidden[-1]``), takes each head's top-R tokens, and returns the tree with node
 ``(r_1, ..., r_d)`` holding head d's rank-r_d token, cut to the first ``budget`` nodes in tree
-order (depth, then rank: still a valid tree), and to ``ctx.k_max`` nodes when the request sets k. The draft is deterministic (q = None), so the
+order (depth, then rank: still a valid tree), and to ``ctx.k_max`` nodes when the request sets k.
+The draft is deterministic (q = None), so the
 shared verifier accepts exactly and the output is the target's distribution at every
 temperature; the tokens never depend on the verifier's random numbers. Decoding reads the heads'
 weights through ``packed.Linear`` built at construction (packed ones are copies): train first, then build.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -39,8 +41,9 @@ class Medusa:
         self.set_paths(paths)
 
     @classmethod
-    def load(cls, folder: Path, target_model: torch.nn.Module, vocab: int | None = None,
-             tree: Path | None = None) -> "Medusa":
+    def load(
+        cls, folder: Path, target_model: torch.nn.Module, vocab: int | None = None, tree: Path | None = None
+    ) -> Medusa:
         w = target_model.get_output_embeddings().weight
         heads = MedusaHeads.load(folder, w.device, w.dtype, target_model)
         return cls(heads, load_paths(tree or Path(folder) / TREE_FILE), vocab)
