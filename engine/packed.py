@@ -1,12 +1,12 @@
 """Linear layers through oneDNN with pre-packed weights, for the engine's CPU forwards.
 
-Why: on this kind of CPU, ``F.linear`` (MKL sgemm) costs about twice as much for 2-9 input rows
-as for one (the target's 320 x 4096 LM head: 77 us for 1 row, 174 us for 2, 301 us for 9), so a
-verification forward over k + 1 tokens paid almost per token. oneDNN's linear with the weight
-reordered once into its blocked layout costs 59 / 48 / 68 us for the same shapes: a forward of
-one token gets faster and a forward of a few tokens costs little more than one (measured with
-``torch.ops.mkldnn._linear_pointwise``, the op Inductor's CPU backend uses; results agree with
-``F.linear`` to float rounding, about 1e-5 in the logits).
+Why: on the CPU where this was built, ``F.linear`` (MKL sgemm) cost about twice as much for 2-9
+input rows as for one, so a verification forward over k + 1 tokens paid almost per token, while
+oneDNN's linear with the weight reordered once into its blocked layout
+(``torch.ops.mkldnn._linear_pointwise``, the op Inductor's CPU backend uses) cost about the same
+for one row and for a few; results agree with ``F.linear`` to float rounding. Which path wins
+depends on the machine (docs/architecture.md, "Packed linears", has the figures and where they
+did not hold).
 
 Contract:
 - ``pack_linears(model) -> int`` gives every ``nn.Linear`` of a float32 CPU model a packed copy
@@ -22,14 +22,13 @@ Contract:
 - ``packed_scope()`` is re-entrant and per thread.
 - ``Linear(W, b)`` is the proposers' decoding linear (lean draft, Medusa, EAGLE): the weight with
   its path chosen once by size, oneDNN packed for large weights and MKL's
-  ``F.linear`` for small ones, where oneDNN's fixed cost (about 13 us a call) dominates.
+  ``F.linear`` for small ones, where oneDNN's fixed cost per call dominates.
   ``Linear.shared(module)`` reuses a module's packed copy (EAGLE reads the target's own LM head),
   packing the module first if nobody has, so the order in which target and heads load never
   matters.
-- Why cache residency matters here: the target's packed weights (30 MB) about fill this CPU's
-  32 MB L3, so a proposer's weights are cold at every step: EAGLE's layer forward costs about
-  0.2 ms when its weights are hot and 0.55 ms inside decoding. Sharing memory with the target
-  is worth more than shaving ops.
+- Why sharing matters: when the target's packed weights about fill the last-level cache, a
+  proposer's own weights are cold at every step, so reading memory the target has just read is
+  worth more than shaving ops (measured in docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -71,9 +70,9 @@ SMALL = 120_000  # weights up to this many elements: MKL's F.linear is cheaper f
 
 class Linear:
     """``y = x W^T (+ b)`` for decoding, with the path chosen once per weight: oneDNN packed for
-    large weights, ``F.linear`` for small ones (measured with 2 threads, 1 / 2 / 3 rows: a 128 x 128
-    weight costs 2.4 / 6.6 / 7.2 us through F.linear against 14-15 us packed; 1728 x 320 costs
-    31 / 92 / ~130 us against 25 / 27 / 27 us packed), or ``F.linear`` wherever packing is unavailable.
+    large weights, ``F.linear`` for small ones (``SMALL``: below it oneDNN's fixed cost per call
+    lost on the machine measured in docs/architecture.md), or ``F.linear`` wherever packing is
+    unavailable.
     Weights are used as given: the ``F.linear`` path shares the caller's tensor, a packed weight is
     a copy made here. Build it from final weights (the engine never changes weights after load)."""
 

@@ -54,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
     from tools.bench import load_prompts
     from tools.sweep import add_predictions, sweep
 
-    ks = [parse_k(k) for k in args.k.split(",")]
+    try:
+        ks = [parse_k(k) for k in args.k.split(",")]
+    except ConfigError as e:
+        raise ConfigError(f"--k: {e}") from None
     if "auto" in ks:
         raise ConfigError("--k: the sweep needs fixed draft lengths, not auto")
     if args.from_json is not None:

@@ -14,9 +14,9 @@ rollback hooks). ``propose(ctx)``:
    are fed through the layer together (tree attention mask: real context, their ancestors,
    themselves; position = t + depth) and each proposes its ``top_k`` most likely children, for
    ``depth`` levels or until the best frontier value is below ``max(node_cost, expand_min)``:
-   each level costs a layer forward plus the LM head over the beam (about 0.2 of a target
-   forward inside decoding here), worth it only for nodes likely to be accepted (``expand_min`` 0.3 ~ that cost
-   times the speedup a step already makes);
+   each level costs a layer forward plus the LM head over the beam (a fraction of a target
+   forward: docs/heads.md), worth it only for nodes likely to be accepted (``expand_min`` ~ that
+   cost times the speedup a step already makes);
 3. the ``nodes`` most valuable nodes overall (never a child without its parent), cut to the
    prefix that maximises the predicted speedup (1 + sum of values) / (1 + node_cost n), form the
    draft, siblings ordered by value. ``node_cost`` is the verifier's measured extra cost of one
