@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from engine.config import K_MAX
 from engine.methods import NAMES, describe
 
 from .args import add_model_args, add_sampling_args, load_engine
@@ -22,7 +23,7 @@ EPILOG = """examples:
   specdec generate "def fibonacci(n):" --method draft --k auto
   specdec generate --prompt-file x.py --method lookup --json
   specdec bench --prompts assets/prompts/code.jsonl --methods none,draft,lookup --compare-hf
-  specdec train            # re-train the shipped models (resumable; about 2.5 h on 2 CPU cores)
+  specdec train            # re-train the shipped models (resumable; hours on a CPU: docs/training.md)
   specdec train medusa     # train the Medusa heads on the frozen target (then: specdec train eagle)
 """
 
@@ -109,7 +110,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 TRAIN_EPILOG = """what:
-  models   tokenizer, target and distilled draft (the default; about 2.5 h on 2 CPU cores)
+  models   tokenizer, target and distilled draft (the default; docs/training.md says how long it took)
   medusa   Medusa heads on the frozen target, self-distilled on its own greedy continuations and
            distributions; picks the candidate tree from held-out per-head top-k accuracy
   eagle    the EAGLE draft layer (target feature + next-token embedding -> next feature)
@@ -143,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--k",
         default="auto",
-        help="draft tokens per step, 1-16, or auto (adaptive); medusa/eagle: most tree nodes "
+        help=f"draft tokens per step, 1-{K_MAX}, or auto (adaptive); medusa/eagle: most tree nodes "
         "per step (auto = the trained tree / budget)",
     )
     g.add_argument("--max-new-tokens", type=int, default=128)

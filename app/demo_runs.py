@@ -8,7 +8,9 @@ Contract:
   that arrived since the last pull, at most one list per ``min_interval_s`` (so a slow page never
   lags behind the engine). When the session's ``stop`` event is set, or the consumer closes
   ``batches()`` (a cancelled or disconnected request), it cancels the request: the backend ends it
-  between steps (also while it still waits in the queue). Errors are re-raised in the consumer.
+  between steps (also while it still waits in the queue). A run nobody reads for ``idle_s`` seconds
+  (a page that went away without closing its generator) is cancelled by the backend, so it cannot
+  hold the engine. Errors are re-raised in the consumer after the events that came before them.
 - ``DemoSession`` is one browser session's state (its stop event and its measured runs); gradio
   makes one per session through ``gr.State(DemoSession)``; nothing here is shared between users.
 """
@@ -89,32 +91,33 @@ class Run:
         stop: threading.Event | None = None,
         min_interval_s: float = 0.04,
         poll_s: float = 0.05,
+        idle_s: float = 30.0,
     ) -> None:
         self.backend, self.prompt, self.spec = backend, prompt, spec
         self.stop = stop or threading.Event()
-        self.min_interval_s, self.poll_s = min_interval_s, poll_s
+        self.min_interval_s, self.poll_s, self.idle_s = min_interval_s, poll_s, idle_s
         self.stopped_early = False
 
     def batches(self) -> Iterator[list[StepEvent]]:
-        handle = self.backend.submit(Request(self.prompt, self.spec))
-        last_yield = 0.0
+        handle = self.backend.submit(Request(self.prompt, self.spec, idle_s=self.idle_s))
+        last_yield, ended = 0.0, False
         try:
-            while True:
+            while not ended:
                 if self.stop.is_set() and not handle.ended:
                     self.stopped_early = True
                     handle.cancel()
-                events = handle.next_batch(self.poll_s)
+                events, ended = handle.next_batch(self.poll_s)
+                wait = self.min_interval_s - (time.monotonic() - last_yield)
+                if events and wait > 0 and not ended:
+                    time.sleep(wait)  # coalesce: at most one page update per interval
+                    more, ended = handle.next_batch(0)
+                    events += more
                 if events:
-                    wait = self.min_interval_s - (time.monotonic() - last_yield)
-                    if wait > 0 and not handle.ended:
-                        time.sleep(wait)  # coalesce: at most one page update per interval
-                        events += handle.next_batch(0)
                     last_yield = time.monotonic()
                     yield events
-                elif handle.ended:
-                    handle.next_batch(0)  # raises the request's error, if it failed
-                    self.stopped_early = self.stopped_early or handle.stop in ("cancelled", "shutdown")
-                    return
+            if handle.error is not None:
+                raise handle.error
+            self.stopped_early = self.stopped_early or handle.stop in ("cancelled", "shutdown", "abandoned")
         finally:
             if not handle.ended:
                 handle.cancel()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 
+from engine.config import K_MAX
+
 EPILOG = """Editors start it as `specdec lsp` (stdio). Settings, as initializationOptions or
 workspace/didChangeConfiguration (optionally under a "specdec" key):
   method            none | draft | lookup | ... (what the loaded models allow; default: lookup,
                     the fastest in the bench, or none without it)
   max_new_tokens    1-256 (default 48)          stop   "line" (default) or "block"
-  temperature       0 = greedy (default)        k      "auto" (default) or 1-16
+  temperature       0 = greedy (default)        k      "auto" (default) or 1-{K_MAX}
   cache             typed-ahead cache (default true)
   lookup_documents  prompt lookup also copies from the rest of the document and other open
                     documents (default true)
@@ -26,7 +28,7 @@ examples:
   specdec lsp --method draft --stop block
   python -m tools.lsp_bench --limit 10               # latency benchmark through a real LSP client
 Editor set-up (Neovim, VS Code, Helix): docs/lsp.md.
-"""
+""".replace("{K_MAX}", str(K_MAX))
 
 
 def _host_port(value: str) -> tuple[str, int]:

@@ -4,9 +4,9 @@ Contract: ``StreamServer(backend, config).run(stop)`` serves protocol version 1
 (docs/websocket.md, built by ``app.ws_protocol``) from any ``engine.backend.Backend`` until
 ``stop`` is set, then shuts down gracefully: no new requests, the running one and the queued ones
 end with ``done`` and stop ``shutdown`` (the server shuts its backend down), outgoing messages are
-flushed (bounded wait), and connections close with 1001. Each request is one task that relays its
-handle's events (``async for``) as start, step..., done to a per-connection outbox that one task
-sends in order; the backend's queue decides who decodes when.
+flushed (bounded wait), and connections close with 1001. Each request's handle delivers to a
+``Relay`` by callback on the event loop (``Handle.listen``), which posts start, step..., done to a
+per-connection outbox that one task sends in order; the backend's queue decides who decodes when.
 With a token, a connection must present it (``Authorization: Bearer T`` or ``?token=T``) or it
 gets an ``unauthorized`` error and a close with 1008 (policy violation); with an origin list,
 the handshake refuses other ``Origin`` headers (HTTP 403; clients that send none are allowed).
@@ -122,7 +122,7 @@ class StreamServer:
         self.methods = tuple(backend.methods)
         self.encode = backend.encode
         self.clients: set[Client] = set()
-        self.relays: set[asyncio.Task] = set()
+        self.relays: set[asyncio.Future] = set()  # one per request until its done is posted
         self.port: int | None = None
 
     async def run(self, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
@@ -211,25 +211,42 @@ class StreamServer:
         except ConfigError as e:
             raise proto.ProtocolError("bad_params", str(e), msg.id) from None
         client.jobs[msg.id] = handle
-        task = asyncio.create_task(self._relay(client, msg, handle))
-        self.relays.add(task)
-        task.add_done_callback(self.relays.discard)
+        relay = Relay(client, msg, handle, asyncio.get_running_loop().create_future())
+        self.relays.add(relay.done)
+        relay.done.add_done_callback(self.relays.discard)
+        handle.listen(asyncio.get_running_loop(), relay)
 
-    async def _relay(self, client: Client, msg: proto.Generate, handle: Handle) -> None:
-        """start, one step per event, then exactly one done (even for a request that never started)."""
-        texts: list[str] = []
-        tokens, stats = 0, None
-        try:
-            if await handle.wait_started():
-                client.post(proto.start(msg, 1000 * (handle.queued_s or 0.0)))
-            async for ev in handle:
-                client.post(proto.step(msg.id, ev))
-                texts.append(ev.text)
-                tokens += len(ev.token_ids)
-                stats = ev.stats
-        except Exception as e:  # an engine failure ends this request, never the server
+
+class Relay:
+    """One request's messages: start, one step per event, then exactly one done (also for a request
+    that never started). Called on the event loop by the handle's listener, so each step costs the
+    loop one callback and the message is written at once when the socket is not backed up."""
+
+    def __init__(self, client: Client, msg: proto.Generate, handle: Handle, done: asyncio.Future) -> None:
+        self.client, self.msg, self.handle, self.done = client, msg, handle, done
+        self.texts: list[str] = []
+        self.tokens, self.stats = 0, None
+
+    def __call__(self, kind: str, ev) -> None:
+        msg, client = self.msg, self.client
+        if kind == "start":
+            client.post(proto.start(msg, 1000 * (self.handle.queued_s or 0.0)))
+        elif kind == "event":
+            client.post(proto.step(msg.id, ev))
+            self.texts.append(ev.text)
+            self.tokens += len(ev.token_ids)
+            self.stats = ev.stats
+        else:
+            self._end()
+
+    def _end(self) -> None:
+        handle, msg = self.handle, self.msg
+        if handle.error is not None:  # an engine failure ends this request, never the server
+            e = handle.error
             log.error("request %r failed: %s: %s", msg.id, type(e).__name__, e)
-            client.post(proto.error(msg.id, "internal", f"the engine failed: {type(e).__name__}: {e}"))
+            self.client.post(proto.error(msg.id, "internal", f"the engine failed: {type(e).__name__}: {e}"))
         stop = handle.stop if handle.stop in proto.STOP_REASONS else "error"
-        client.post(proto.done(msg.id, stop, "".join(texts), tokens, stats))
-        log.info("request %r: %s, %d tokens in %d steps", msg.id, stop, tokens, handle.steps)
+        self.client.post(proto.done(msg.id, stop, "".join(self.texts), self.tokens, self.stats))
+        log.info("request %r: %s, %d tokens in %d steps", msg.id, stop, self.tokens, handle.steps)
+        if not self.done.done():
+            self.done.set_result(None)

@@ -10,13 +10,18 @@ Contract. A backend offers:
   requests already wait; ``ShuttingDown``) and queues the request;
 - ``cancel(handle, reason)``: a queued request ends without starting; a running one ends before
   its next step, and the step in flight when it was cancelled is not delivered;
-- ``shutdown(timeout)``: no new requests; queued and running ones end with stop ``"shutdown"``.
+- ``shutdown(timeout)``: no new requests; queued and running ones end with stop ``"shutdown"``;
+  True once everything has stopped;
+- ``await ready()``: returns once ``methods`` and ``limits`` can be read (models loaded).
 A ``Handle`` is one request's stream of ``StepEvent``s, consumed by sync iteration (``for ev in
 handle``) or async iteration (``async for ev in handle``), from any thread or event loop, by one
 consumer. Iteration ends after the last event; if decoding failed it then raises the error. After
-the end, ``handle.stop`` says why it ended: a ``StepEvent.stop`` (eos, length, context) or
-cancelled, shutdown, error. ``handle.started()`` / ``await handle.wait_started()`` say whether it
-began decoding (False: it ended in the queue). ``handle.cancel()`` is ``backend.cancel(handle)``.
+the end, ``handle.stop`` says why it ended: a ``StepEvent.stop`` (eos, length, context), the
+reason given to ``cancel`` ("cancelled" unless the caller names another), shutdown, or error.
+``handle.started()`` / ``await handle.wait_started()`` say whether it began decoding (False: it
+ended in the queue). ``handle.cancel()`` is ``backend.cancel(handle)``. ``handle.next_batch(timeout)``
+drains what has arrived (a UI that coalesces updates); ``handle.listen(loop, fn)`` delivers by
+callback on an event loop instead (one wake-up per step fewer than ``async for``).
 
 Why one seam: the demo, the WebSocket server and the language server each had a runner of their own
 around an engine lock. Now a backend owns the model thread (``local.LocalBackend``); a batching
@@ -49,12 +54,14 @@ class ShuttingDown(Exception):
 @dataclass(frozen=True)
 class Request:
     """One generation: the prompt (text or token ids), its settings, extra token sequences prompt
-    lookup may copy from (honoured where ``capabilities.corpus``), and the caller's own id."""
+    lookup may copy from (honoured where ``capabilities.corpus``), the caller's own id, and
+    ``idle_s``: cancel it (stop "abandoned") when its consumer has not read for that long."""
 
     prompt: str | Sequence[int]
     spec: GenerateSpec
     corpus: tuple = ()
     id: Any = None
+    idle_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -77,13 +84,27 @@ class Backend(Protocol):
     limits: Limits
     capabilities: Capabilities
 
+    async def ready(self) -> None: ...
+
     def encode(self, text: str) -> list[int]: ...
 
     def submit(self, request: Request) -> Handle: ...
 
     def cancel(self, handle: Handle, reason: str = "cancelled") -> None: ...
 
-    def shutdown(self, timeout: float | None = None) -> None: ...
+    def shutdown(self, timeout: float | None = None) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a backend keeps of an ended request (its text and tokens are not kept)."""
+
+    id: Any
+    seq: int
+    steps: int
+    steps_at_cancel: int | None
+    stop: str | None
+    queued_s: float | None
 
 
 _END = object()
@@ -111,21 +132,35 @@ class Handle:
         self._items: collections.deque = collections.deque()
         self._state = "queued"  # queued -> running -> ended
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._listener: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self.last_read = time.monotonic()  # the consumer's last read (a backend may cancel the abandoned)
 
     # -- the backend's side ---------------------------------------------------------------------
     def _change(self, item: Any = None, state: str | None = None) -> None:
         with self._cond:
-            if item is not None:
+            listener = self._listener
+            if item is not None and listener is None:
                 self._items.append(item)
             if state is not None:
                 self._state = state
             self._cond.notify_all()
             waiters, self._waiters = self._waiters, []
-        for loop, fut in waiters:
+        calls = [(loop, _wake, fut) for loop, fut in waiters]
+        if listener is not None:
+            self.last_read = time.monotonic()  # a listener reads everything as it comes
+            loop, fn = listener
+            if state == "running":
+                calls.append((loop, fn, "start", None))
+            if item is not None:
+                calls.append((loop, fn, "end", None) if item is _END else (loop, fn, "event", item))
+        for loop, fn, *args in calls:
             try:
-                loop.call_soon_threadsafe(_wake, fut)
+                loop.call_soon_threadsafe(fn, *args)
             except RuntimeError:  # that loop has closed: nobody is waiting any more
                 pass
+
+    def record(self) -> Record:
+        return Record(self.request.id, self.seq, self.steps, self.steps_at_cancel, self.stop, self.queued_s)
 
     def _begin(self) -> None:
         self.queued_s = time.perf_counter() - self.enqueued
@@ -154,7 +189,21 @@ class Handle:
         if self.backend is not None:
             self.backend.cancel(self, reason)
 
+    def listen(self, loop: asyncio.AbstractEventLoop, fn) -> None:
+        """Instead of iterating: have ``fn(kind, event)`` called on ``loop`` for "start" (decoding
+        began), each "event" and the "end" (then read ``stop`` and ``error``), in that order. It
+        saves an event-loop wake-up per step over ``async for`` (the WebSocket server uses it)."""
+        with self._cond:  # scheduled under the lock, so nothing the model thread adds can overtake them
+            self._listener = (loop, fn)
+            began = self._state == "running" or (self._state == "ended" and self.queued_s is not None)
+            calls = [("start", None)] if began else []
+            calls += [("end", None) if it is _END else ("event", it) for it in self._items]
+            self._items.clear()
+            for kind, ev in calls:
+                loop.call_soon_threadsafe(fn, kind, ev)
+
     def _take(self) -> Any:
+        self.last_read = time.monotonic()
         item = self._items.popleft()
         if item is _END:
             self._items.appendleft(_END)  # iteration stays ended
@@ -178,19 +227,17 @@ class Handle:
             except StopIteration:
                 return
 
-    def next_batch(self, timeout: float | None = None) -> list[StepEvent]:
-        """Every event available now, waiting up to ``timeout`` for the first; [] at the end (then
-        the error, if any, is raised) or on timeout (check ``ended``)."""
+    def next_batch(self, timeout: float | None = None) -> tuple[list[StepEvent], bool]:
+        """(every event available now, whether the stream has ended after them), waiting up to
+        ``timeout`` for the first. It never raises: after the end, read ``stop`` and ``error``."""
         with self._cond:
+            self.last_read = time.monotonic()
             if not self._items:
                 self._cond.wait(timeout)
             out = []
             while self._items and self._items[0] is not _END:
                 out.append(self._items.popleft())
-            at_end = bool(self._items) and self._items[0] is _END
-        if not out and at_end and self.error is not None:
-            raise self.error
-        return out
+            return out, bool(self._items)
 
     async def wait_started(self) -> bool:
         await self._wait_change(lambda: self._state != "queued")

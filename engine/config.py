@@ -110,8 +110,8 @@ class GenerateSpec:
     def __post_init__(self) -> None:
         if self.method not in _registry.METHODS:
             raise ConfigError(f"unknown method {self.method!r}; choose one of: {', '.join(_registry.METHODS)}")
-        if self.k != "auto" and (isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k <= K_MAX):
-            raise ConfigError(f"k must be {K_HELP}, got {self.k!r}")
+        if not isinstance(self.k, (int, str)) or isinstance(self.k, bool) or parse_k(self.k) != self.k:
+            raise ConfigError(f"k must be {K_HELP}, got {self.k!r}")  # "3" must be parsed by the caller
         _check_number("max_new_tokens", self.max_new_tokens, int)
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")

@@ -7,7 +7,9 @@ itself (a language server answers ``initialize`` while the models load; ``wait_r
 that ever runs the engine: it takes requests first come first served, pulls each stream one step
 at a time, checks for a cancel before and after every step, and closes every generator itself, so
 cancellation and disconnection are safe at any point (invariant I6) and a request runs at most one
-more step after its cancel. ``finished`` keeps the records of the last 256 ended requests.
+more step after its cancel, and a request whose consumer stopped reading for ``Request.idle_s``
+is cancelled with stop "abandoned". ``finished`` keeps a slim ``Record`` of the last 256 ended
+requests (no text, tokens or corpus).
 
 Why a thread and a queue rather than a lock: an engine holds one request's caches, so requests
 must take turns; a lock held across ``yield`` forced every front end to pull its stream from one
@@ -22,10 +24,11 @@ import collections
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from .backend import Busy, Capabilities, Handle, Limits, Request, ShuttingDown
+from .backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
 from .config import ConfigError
 
 log = logging.getLogger("specdec.backend")
@@ -55,7 +58,7 @@ class LocalBackend:
         self.running: Handle | None = None
         self._closing = False
         self._arrivals = itertools.count()
-        self.finished: collections.deque[Handle] = collections.deque(maxlen=256)
+        self.finished: collections.deque[Record] = collections.deque(maxlen=256)
         self._thread = threading.Thread(target=self._main, args=(loader,), name=name, daemon=True)
         self._thread.start()
 
@@ -67,9 +70,9 @@ class LocalBackend:
             raise self._load_error
         return self._engine
 
-    async def ready(self) -> Any:
+    async def ready(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._loaded.wait)
-        return self.wait_ready(0)
+        self.wait_ready(0)
 
     @property
     def engine(self) -> Any:
@@ -89,7 +92,8 @@ class LocalBackend:
 
     @property
     def idle(self) -> bool:
-        return self.running is None and not self._queue
+        with self._cond:
+            return self.running is None and not self._queue
 
     def encode(self, text: str) -> list[int]:
         """``engine.encode``'s token ids, through the Rust tokenizer when there is one (safe beside
@@ -156,7 +160,11 @@ class LocalBackend:
     # -- the model thread ---------------------------------------------------------------------------
     def _end_unstarted(self, handle: Handle, reason: str) -> None:
         handle._end(reason)
-        self.finished.append(handle)
+        self._forget(handle)
+
+    def _forget(self, handle: Handle) -> None:
+        handle._ids = None
+        self.finished.append(handle.record())
 
     def _main(self, loader: Callable[[], Any] | None) -> None:
         if loader is not None:
@@ -172,13 +180,17 @@ class LocalBackend:
                     self._cond.wait()
                 if not self._queue:
                     return
-                handle = self.running = self._queue.popleft()
+                handle = self.running = self._queue.popleft()  # both under the lock: never seen idle
             try:
                 self._serve(handle)
+            except BaseException as e:  # noqa: BLE001 - the model thread must outlive any request
+                log.exception("request %r: unexpected failure", handle.request.id)
+                if not handle.ended:
+                    handle._end("error", e)
             finally:
                 with self._cond:
                     self.running = None
-                self.finished.append(handle)
+                self._forget(handle)
 
     def _serve(self, handle: Handle) -> None:
         handle._begin()
@@ -199,11 +211,22 @@ class LocalBackend:
                     break
                 handle._push(ev)
                 stop = ev.stop
+                if stop is None and _abandoned(handle):
+                    handle.steps_at_cancel, handle.cancel_reason = handle.steps, "abandoned"
         except Exception as e:  # one request fails, never the backend
             if not isinstance(e, ConfigError):
                 log.exception("request %r failed", req.id)
             stop, error = "error", e
         finally:
             if gen is not None:
-                gen.close()
-        handle._end(stop, error)
+                try:
+                    gen.close()
+                except Exception as e:  # noqa: BLE001
+                    log.exception("request %r: closing its stream failed", req.id)
+                    stop, error = "error", error or e
+            handle._end(stop or "error", error)
+
+
+def _abandoned(handle: Handle) -> bool:
+    idle = handle.request.idle_s
+    return idle is not None and time.monotonic() - handle.last_read > idle

@@ -5,7 +5,9 @@ Contract: importing this module loads no torch (the CLI's ``--help`` reads it). 
   the language server's errors);
 - ``drafts``: "nothing", "chain" or "tree"; ``deterministic``: whether q is a point mass;
 - ``auto_k``: what ``k = "auto"`` caps a draft at (an int), or None for the method's own trained
-  budget (Medusa's tree, EAGLE's node budget); ``k_means`` says what an explicit k limits;
+  budget (Medusa's tree, EAGLE's node budget); ``adaptive``: whether auto picks k at run time
+  below that cap (the draft model) rather than using it as is; ``k_means`` says what an explicit
+  k limits;
 - ``build(res)``: the proposer for an engine's loaded ``Resources``, or None when what the method
   needs is not there (no draft model, no heads folder), in which case the engine does not offer it.
 ``k_max(method, k)`` is the one rule turning a request's k into the proposer's cap.
@@ -43,6 +45,7 @@ class Method:
     auto_k: int | None
     k_means: str
     build: Callable[[Resources], Any]
+    adaptive: bool = False  # k = "auto" is chosen at run time from measurements
 
     @property
     def tree(self) -> bool:
@@ -118,53 +121,56 @@ def _loading(name: str, folder: Path, load: Callable[[], Any]):
 
 TOKENS = "draft tokens per step"
 NODES = "most tree nodes per step"
+DRAFT_AUTO_K = 8  # auto k adapts the draft model's length up to this
+LOOKUP_AUTO_K = 8  # copying is nearly free, so auto drafts this many tokens when the context allows
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method(
-            "none",
-            "plain decoding: the baseline, through the same loop with an empty draft",
-            "nothing",
-            True,
-            None,
-            "(ignored)",
-            _none,
+            name="none",
+            description="plain decoding: the baseline, through the same loop with an empty draft",
+            drafts="nothing",
+            deterministic=True,
+            auto_k=None,
+            k_means="(ignored)",
+            build=_none,
         ),
         Method(
-            "draft",
-            "a small draft model samples k tokens; exact rejection sampling with its q",
-            "chain",
-            False,
-            8,
-            TOKENS + " (auto: adaptive, up to 8)",
-            _draft,
+            name="draft",
+            description="a small draft model samples k tokens; exact rejection sampling with its q",
+            drafts="chain",
+            deterministic=False,
+            auto_k=DRAFT_AUTO_K,
+            k_means=f"{TOKENS} (auto: adaptive, up to {DRAFT_AUTO_K})",
+            build=_draft,
+            adaptive=True,
         ),
         Method(
-            "lookup",
-            "prompt lookup: copy what followed the last n-gram in the context, no model",
-            "chain",
-            True,
-            8,
-            TOKENS + " (auto: 8)",
-            _lookup,
+            name="lookup",
+            description="prompt lookup: copy what followed the last n-gram in the context, no model",
+            drafts="chain",
+            deterministic=True,
+            auto_k=LOOKUP_AUTO_K,
+            k_means=f"{TOKENS} (auto: {LOOKUP_AUTO_K})",
+            build=_lookup,
         ),
         Method(
-            "medusa",
-            "Medusa heads on the target's hidden state fill a fixed candidate tree",
-            "tree",
-            True,
-            None,
-            NODES + " (auto: the trained tree)",
-            _medusa,
+            name="medusa",
+            description="Medusa heads on the target's hidden state fill a fixed candidate tree",
+            drafts="tree",
+            deterministic=True,
+            auto_k=None,
+            k_means=f"{NODES} (auto: the trained tree)",
+            build=_medusa,
         ),
         Method(
-            "eagle",
-            "EAGLE: one trained layer drafts the target's next feature; a dynamic tree",
-            "tree",
-            True,
-            None,
-            NODES + " (auto: the trained budget)",
-            _eagle,
+            name="eagle",
+            description="EAGLE: one trained layer drafts the target's next feature; a dynamic tree",
+            drafts="tree",
+            deterministic=True,
+            auto_k=None,
+            k_means=f"{NODES} (auto: the trained budget)",
+            build=_eagle,
         ),
     )
 }

@@ -6,7 +6,7 @@ oneDNN's linear with the weight reordered once into its blocked layout
 (``torch.ops.mkldnn._linear_pointwise``, the op Inductor's CPU backend uses) cost about the same
 for one row and for a few; results agree with ``F.linear`` to float rounding. Which path wins
 depends on the machine (docs/architecture.md, "Packed linears", has the figures and where they
-did not hold).
+did not hold on another machine).
 
 Contract:
 - ``pack_linears(model) -> int`` gives every ``nn.Linear`` of a float32 CPU model a packed copy
@@ -23,9 +23,9 @@ Contract:
 - ``Linear(W, b)`` is the proposers' decoding linear (lean draft, Medusa, EAGLE): the weight with
   its path chosen once by size, oneDNN packed for large weights and MKL's
   ``F.linear`` for small ones, where oneDNN's fixed cost per call dominates.
-  ``Linear.shared(module)`` reuses a module's packed copy (EAGLE reads the target's own LM head),
-  packing the module first if nobody has, so the order in which target and heads load never
-  matters.
+  ``Linear.shared(module)`` reuses a module's packed copy (EAGLE reads the target's own LM head);
+  a proposer that shares calls ``pack_linears`` on the target first (idempotent, same rule as
+  ``Target``), so the order in which target and heads are built never matters.
 - Why sharing matters: when the target's packed weights about fill the last-level cache, a
   proposer's own weights are cold at every step, so reading memory the target has just read is
   worth more than shaving ops (measured in docs/architecture.md).
@@ -90,8 +90,6 @@ class Linear:
         current (same checks as the module's own forward): a proposer that reads the target's LM
         head then reads the very memory the target just read, hot in cache, not a second copy."""
         w = module.weight
-        if w.numel() > SMALL and available(w) and not hasattr(module, "_specdec_packed"):
-            pack_module(module)  # whoever comes first packs; the target's pack_linears then reuses it
         packed = getattr(module, "_specdec_packed", None)
         current = packed is not None and _version(w) == module._specdec_version and available(w)
         return cls(w, module.bias, packed if current else None)

@@ -78,7 +78,7 @@ def find_continuation(
         for hay in corpus:
             if cont:
                 break
-            cont = follow(hay, suffix, budget, earliest)
+            cont = follow(np.asarray(hay, dtype=np.int64), suffix, budget, earliest)
         if cont:
             return cont
     return []

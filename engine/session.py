@@ -13,14 +13,16 @@ greedy decoding is temperature 0 through the same path. ``generate`` is a fold o
 
 The engine builds one proposer per method of the registry (``engine/methods.py``) whose needs it
 loaded; a request's settings reach the proposer in its ``Context``, never by mutating it.
-An Engine decodes one stream at a time and is not thread-safe: starting a stream supersedes any
-earlier one that is still open (resuming that one raises ``EngineBusy``), so a single-threaded
-caller can never corrupt the caches. Front ends that serve several users go through a
-``Backend`` (``engine/backend.py``), which owns the model thread.
+An Engine decodes one stream at a time: starting a stream supersedes any earlier one of the same
+thread that is still open (resuming that one raises ``EngineBusy``), and starting one while another
+thread's stream is running raises ``EngineBusy``, so no caller can corrupt the caches. Front ends
+that serve several users go through a ``Backend`` (``engine/backend.py``), which owns the model
+thread.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,7 +83,9 @@ class Engine:
         eos = target_model.generation_config.eos_token_id if target_model.generation_config else None
         eos = eos if eos is not None else tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
-        self._owner: object | None = None
+        self._owner: object | None = None  # the newest stream
+        self._live: tuple[int, object] | None = None  # (thread, stream) of the stream running now
+        self._guard = threading.Lock()  # for the two fields above only, never held across a step
 
     @classmethod
     def load(
@@ -134,7 +138,9 @@ class Engine:
         editor's other documents); other methods ignore it."""
         ids = self.encode(prompt)
         proposer = self.proposer(spec.method)
-        owner = self._owner = object()
+        with self._guard:
+            _check_thread(self)
+            owner = self._owner = object()
         return _loop(self, owner, ids, spec, proposer, tuple(corpus))
 
     def generate(self, prompt: str | list[int], spec: GenerateSpec) -> Result:
@@ -159,9 +165,23 @@ def _generator(spec: GenerateSpec) -> torch.Generator | None:
 def _loop(
     engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer, corpus: tuple
 ) -> Iterator[StepEvent]:
+    with engine._guard:  # claimed at the first step, so a stream that never started holds nothing
+        _check_thread(engine)
+        _check_owner(engine, owner)
+        engine._live = (threading.get_ident(), owner)
+    try:
+        yield from _steps(engine, owner, ids, spec, proposer, corpus)
+    finally:
+        with engine._guard:
+            if engine._live is not None and engine._live[1] is owner:
+                engine._live = None
+
+
+def _steps(
+    engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer, corpus: tuple
+) -> Iterator[StepEvent]:
     target, sp = engine.target, spec.sampling
     k_max = M.k_max(spec.method, spec.k)
-    _check_owner(engine, owner)
     t_start = time.perf_counter()
     target.prefill(ids)
     stats = Stats(prefill_s=time.perf_counter() - t_start)
@@ -207,6 +227,15 @@ def _loop(
         )
         if stop is not None:
             return
+
+
+def _check_thread(engine: Engine) -> None:
+    live = engine._live
+    if live is not None and live[0] != threading.get_ident():
+        raise EngineBusy(
+            "another thread is decoding on this engine; an Engine is single-threaded "
+            "(serve several requests through engine.local.LocalBackend)"
+        )
 
 
 def _check_owner(engine: Engine, owner: object) -> None:

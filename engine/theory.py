@@ -179,22 +179,3 @@ def batch_verify_ratio(batch: int, k: int, t0: float, t1: float) -> float:
     """r when ``batch`` requests each verify k + 1 rows in one forward costing t0 + t1 * rows,
     against the plain step of the same batch (one row each)."""
     return (t0 + t1 * batch * (k + 1)) / (t0 + t1 * batch)
-
-
-def _table(
-    alphas: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95), cs: Sequence[float] = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
-) -> str:
-    """Markdown table of the optimal k and its speedup for a grid of alpha and c (r = 1)."""
-    head = "| alpha \\ c | " + " | ".join(f"{c:g}" for c in cs) + " |"
-    lines = [head, "|---" * (len(cs) + 1) + "|"]
-    for a in alphas:
-        cells = []
-        for c in cs:
-            k, s = optimal_k(a, c, 64)
-            cells.append(f"k={k}: {s:.2f}x" if k else "none")
-        lines.append(f"| {a:g} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":  # python -m engine.theory: the optimal-k table of docs/theory-speedup.md
-    print(_table())

@@ -114,10 +114,10 @@ class Completer:
             if older is not None and not older.ended:
                 older.cancel("superseded")
             self._live[key] = handle
-        text, stats = "", None
+        text, stats, last = "", None, None
         try:
             async for ev in handle:
-                text, stats = text + ev.text, ev.stats
+                text, stats, last = text + ev.text, ev.stats, ev.stop
                 job.stats = stats
                 if on_step is not None:
                     on_step(stats)
@@ -132,7 +132,7 @@ class Completer:
                 return Outcome(None, stats)
             return Outcome(finish(text, job.mode, job.base_indent), stats)
         finally:
-            if not handle.ended:
+            if last is None and not handle.ended:  # we stopped reading early: stop decoding too
                 handle.cancel()
             if key is not None and self._live.get(key) is handle:
                 del self._live[key]

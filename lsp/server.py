@@ -29,6 +29,7 @@ from typing import Any
 from lsprotocol import types as t
 from pygls.lsp.server import LanguageServer
 
+from engine.backend import Busy
 from engine.local import LocalBackend
 
 from .completer import Completer, Outcome
@@ -39,14 +40,15 @@ STATS = "specdec/stats"
 
 
 class SpecdecServer(LanguageServer):
-    def __init__(self, loader: Any, defaults: Options = Options()) -> None:
+    def __init__(self, loader: Any, defaults: Options = Options(), backend: Any = None) -> None:
         super().__init__("specdec", "0.1")
         self.options = defaults
         self.typeahead = TypeAhead()
         self.latest: dict[str, int] = {}
         self.seq = 0
         self.completer: Completer | None = None
-        self.backend = LocalBackend(loader=loader)  # the models load on its model thread, now
+        # any engine.backend.Backend; by default the in-process one, whose model thread loads the models now
+        self.backend = backend if backend is not None else LocalBackend(loader=loader)
 
     async def ready(self) -> Completer:
         if self.completer is None:
@@ -107,6 +109,9 @@ class SpecdecServer(LanguageServer):
         progress = Progress(self, token, job.method)
         try:
             out = await completer.run(job, lambda: self.latest.get(uri) != seq, progress.step, key=uri)
+        except Busy as e:  # the backend's queue is full: no suggestion this time
+            log.info("no completion: %s", e)
+            return None
         except asyncio.CancelledError:
             self.notify_stats(uri, opts, "model", "cancelled", Outcome(None, job.stats), t0, job.method)
             raise
@@ -171,8 +176,8 @@ def _word_start(pos: t.Position, word: str) -> t.Position:
     return t.Position(pos.line, max(0, pos.character - len(word.encode("utf-16-le")) // 2))
 
 
-def create(loader: Any, defaults: Options = Options()) -> SpecdecServer:
-    server = SpecdecServer(loader, defaults)
+def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> SpecdecServer:
+    server = SpecdecServer(loader, defaults, backend)
 
     @server.feature(t.INITIALIZE)
     async def initialize(ls: SpecdecServer, params: t.InitializeParams) -> None:

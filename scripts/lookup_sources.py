@@ -14,19 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
-
-def match_start(seq: list[int], ngram_max: int = 3, ngram_min: int = 2) -> int | None:
-    """Index of the first token the lookup proposer would copy, or None (no match)."""
-    arr = np.asarray(seq)
-    L = len(arr)
-    for n in range(min(ngram_max, L - 1), ngram_min - 1, -1):
-        suffix = arr[L - n :]
-        for s in np.flatnonzero(arr[: L - n] == suffix[0])[::-1]:
-            if np.array_equal(arr[s : s + n], suffix):
-                return int(s + n)
-    return None
+from engine.seq import match_start  # the engine's own n-gram rule, so the recount cannot drift from it
 
 
 def main() -> None:

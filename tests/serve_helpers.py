@@ -56,7 +56,7 @@ class ServerThread:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for job in list(self.server.backend.finished):
-                if job.request.id == rid:
+                if job.id == rid:
                     return job
             time.sleep(0.01)
         raise AssertionError(f"request {rid!r} never finished")

@@ -146,3 +146,27 @@ def test_an_engine_decodes_one_stream_at_a_time(engine):
     assert len([ev for ev in second]) >= 1
     with pytest.raises(EngineBusy):
         next(first)
+
+
+def test_another_thread_cannot_start_a_stream_while_one_runs(engine):
+    from engine.session import EngineBusy
+
+    first = engine.stream("def f(x):\n", SPEC)
+    next(first)
+    errors = []
+
+    def other():
+        try:
+            engine.stream("class A:\n", SPEC)
+        except EngineBusy as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join(10)
+    assert errors and "another thread" in str(errors[0])
+    assert list(first)[-1].stop == "length"  # the first stream is undisturbed and runs to its end
+    t2 = threading.Thread(target=lambda: errors.append(len(engine.generate("x = 1\n", SPEC).tokens)))
+    t2.start()
+    t2.join(30)
+    assert isinstance(errors[-1], int) and errors[-1] >= 1  # once it ended, any thread may decode

@@ -57,3 +57,8 @@ def test_the_context_comes_first_then_the_corpus_in_order():
     assert draft([1, 2, 5, 6], [np.array([5, 6, 8]), np.array([5, 6, 9])]) == ([8], None)
     assert draft([1, 2, 3, 4], [np.array([7, 3, 4, 8, 8])]) == ([8, 8], None)
     assert draft([1, 2, 3, 4], [np.array([9, 9])])[0] == []
+
+
+def test_a_corpus_of_plain_lists_works_like_arrays():
+    assert find_continuation([5, 6, 7, 1, 2], 2, 2, 4, corpus=[[9, 1, 2, 3, 4]]) == [3, 4]
+    assert find_continuation([5, 6, 7, 1, 2], 2, 2, 4, corpus=[np.array([9, 1, 2, 3, 4])]) == [3, 4]

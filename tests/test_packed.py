@@ -97,3 +97,22 @@ def test_shared_linear_ignores_a_stale_packed_copy() -> None:
     x = torch.randn(2, 200)
     with torch.inference_mode():
         torch.testing.assert_close(lin(x), torch.nn.functional.linear(x, layer.weight), rtol=1e-5, atol=1e-5)
+
+
+def test_eagle_shares_the_targets_packed_head_whichever_is_built_first() -> None:
+    """Eagle.load packs the target by the target's own rule, so the head it reads is the packed
+    copy the target's forward uses, even when no Target was built before it."""
+    from engine.loading import ASSETS, DEFAULT_TARGET, load_model
+    from engine.proposers.eagle import Eagle
+    from engine.target import Target
+
+    model = load_model(DEFAULT_TARGET, "target", "cpu", torch.float32)  # a fresh copy, never packed
+    head = model.get_output_embeddings()
+    assert not hasattr(head, "_specdec_packed")
+    eagle = Eagle.load(ASSETS / "eagle", model)
+    if not P.available(head.weight):
+        assert eagle._head.packed is None
+        return
+    assert eagle._head.packed is head._specdec_packed
+    Target(model)  # built second: reuses the same packed copy
+    assert eagle._head.packed is head._specdec_packed

@@ -103,8 +103,8 @@ def test_eight_concurrent_clients_each_get_their_own_exact_stream(srv, engine):
     for i, msgs in enumerate(streams):
         assert all(m["id"] == f"c{i}" for m in msgs)
         assert check_stream(msgs) == expected[i], f"client {i} got a different stream"
-    served = [j for j in srv.server.backend.finished if str(j.request.id).startswith("c")][-8:]
-    assert sorted(j.request.id for j in served) == sorted(f"c{i}" for i in range(8))
+    served = [j for j in srv.server.backend.finished if str(j.id).startswith("c")][-8:]
+    assert sorted(j.id for j in served) == sorted(f"c{i}" for i in range(8))
     assert [j.seq for j in served] == sorted(j.seq for j in served)  # first come (to the server), first served
 
 

@@ -97,7 +97,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycle_in_the_project():
     graph = import_graph()
-    assert len(graph) > 60 and "engine.session" in graph["engine.local"] | graph["engine.session"] | {"engine.session"}
+    assert len(graph) > 60 and "engine.backend" in graph["engine.local"]  # the graph sees real edges
     assert cycles(graph) == []
 
 

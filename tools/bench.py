@@ -95,7 +95,8 @@ def make_rows(methods: list[str], ks: list[int | str] | None = None) -> list[Row
         if m == "none":
             continue
         for k in ks:
-            k_eff = METHODS[m].auto_k if (m == "lookup" and k == "auto") else k  # a fixed k: label it
+            fixed = k == "auto" and not METHODS[m].adaptive and METHODS[m].auto_k is not None
+            k_eff = METHODS[m].auto_k if fixed else k  # auto that means a fixed k: name the k
             rows.append(Row(m if len(ks) == 1 else f"{m}@k={k}", m, k_eff))
     return list(dict.fromkeys(rows))
 

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from app.args import DEFAULT_PROMPTS, add_model_args, k_list_arg, methods_arg
+from engine.config import K_MAX
 from engine.methods import METHODS, NAMES
 
 DESCRIPTION = """\
@@ -129,7 +130,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         type=k_list_arg,
         default=["auto"],
         metavar="LIST",
-        help="draft length(s) for draft and lookup: comma list of 1-16 or auto (default: auto; "
+        help=f"draft length(s) for draft and lookup: comma list of 1-{K_MAX} or auto (default: auto; "
         f"for draft, auto adapts k to the measured alpha and c; for lookup auto means "
         f"{METHODS['lookup'].auto_k}). Several values give one row each, named e.g. draft@k=2",
     )

@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from engine import theory as T
+from tools import theory_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS, RESULTS = ROOT / "docs", ROOT / "docs" / "results"
@@ -249,7 +250,7 @@ def rows_fit() -> tuple[float, float]:
 
 
 FIGURES = {
-    "optimal_k_table": T._table,
+    "optimal_k_table": theory_table.table,
     "sweep_table": sweep_table,
     "heads_table": heads_table,
     "lookup_sets_table": lookup_sets_table,

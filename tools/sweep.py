@@ -28,6 +28,7 @@ import dataclasses
 import statistics
 
 from engine.theory import expected_tokens, expected_tokens_mixture
+from tools.bench import PER_STEP_COST
 
 COLOURS = {"draft": "#1f77b4", "lookup": "#d62728", "medusa": "#2ca02c", "eagle": "#9467bd"}
 
@@ -101,7 +102,7 @@ def predictions(row: dict, method: str, k, none: dict) -> dict:
     if method == "none" or tau_pos is None or not base or not k_mean:
         return out
     ms = row["mean_ms"]
-    per_step = method == "lookup"  # a lookup costs the same per step, whatever its length
+    per_step = method in PER_STEP_COST  # no model forward per drafted token: the cost is per step
     c = ms["propose"] / base if per_step else ms["propose"] / k_mean / base
     r = ms["score"] / base
     out.update(

@@ -36,6 +36,8 @@ from ..theory import best_k
 from ..tree import Draft
 from .base import Context
 
+FIRST_K = 4  # drafted until alpha and c are measured (and the cap if a caller gives none)
+
 
 class AcceptanceTracker:
     """Decayed counts of accepted draft tokens and of rejections, inferred from committed tokens."""
@@ -116,8 +118,8 @@ class DraftModel:
         if ctx.spec.k != "auto":
             return int(ctx.spec.k)
         if not ctx.target_ms or not self.step_ms:
-            return min(4, ctx.k_max or 4)
-        return best_k(self.tracker.alpha, self.step_ms / ctx.target_ms + self.verify_cost, ctx.k_max or 8)
+            return min(FIRST_K, ctx.k_max or FIRST_K)
+        return best_k(self.tracker.alpha, self.step_ms / ctx.target_ms + self.verify_cost, ctx.k_max or FIRST_K)
 
     def _logits(self, tokens: list[int]) -> torch.Tensor:
         logits = self.runner.forward(tokens).float()

@@ -60,7 +60,7 @@ class Eagle:
         capacity: int = 1024,
     ) -> None:
         self.layer, self.embed = layer.eval(), embed
-        self.decoder = EagleDecoder(self.layer)  # the same function in fewer ops (eagle_decode.py)
+        self.decoder = EagleDecoder(self.layer)  # the same function in fewer ops (decode.py)
         # the target's own LM head module: its packed copy is shared, and hot after the target's step
         self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
         self.vocab = vocab
@@ -72,6 +72,7 @@ class Eagle:
     @classmethod
     def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, **kw) -> Eagle:
         head = target.get_output_embeddings()
+        P.pack_linears(target)  # the target's packing rule, whoever is built first: the head is shared
         layer = EagleLayer.load(folder, head.weight.device, head.weight.dtype, target)
         return cls(layer, target.get_input_embeddings().weight, head, vocab, **kw)
 
