@@ -70,7 +70,8 @@ def _write(tmp_path, lines: list[str]):
 
 
 def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
-    from tools.bench import format_table, run_bench
+    from tools.bench import run_bench
+    from tools.bench_table import format_table
 
     path = _write(tmp_path, [json.dumps({"prompt": p, "source": "x"}) for p in PROMPTS])
     prompts = load_prompts(path)
