@@ -291,3 +291,28 @@ def test_monte_carlo_through_the_verifier_converges_to_p():
 def test_only_the_prompt_tail_is_shown():
     assert R.prompt_tail("a\nb") == "a\nb"
     assert R.prompt_tail("1\n2\n3\n4\n5\n6", lines=4) == "\u2026\n3\n4\n5\n6"
+
+
+def test_a_run_delivers_the_last_events_however_the_end_arrives():
+    """The request ends between two polls: the events that came with the end are still shown."""
+    last = _event(1, [Piece(1, "x", "plain", 1, 0)], 0, "length")
+
+    class Scripted:  # a handle whose polls return: nothing yet, then the last event with the end
+        ended, error, stop = False, None, "length"
+
+        def __init__(self):
+            self.replies = [([], False), ([last], True)]
+
+        def next_batch(self, timeout=None):
+            reply = self.replies.pop(0)
+            self.ended = reply[1]
+            return reply
+
+        def cancel(self, reason="cancelled"):
+            raise AssertionError("a finished run is not cancelled")
+
+    class Backend:
+        def submit(self, request):
+            return Scripted()
+
+    assert list(Run(Backend(), "p", SPEC, min_interval_s=0.0).batches()) == [[last]]
