@@ -28,7 +28,9 @@ from .demo_teach import PROOF_MD
 INTRO = """# specdec: exact speculative decoding, live
 A small **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass;
 rejection sampling keeps the output distributed exactly as the target's. Every token below arrives with its fate
-from the engine. Hover a token for its step, draft position and p / q."""
+from the engine. Hover a token for its step, draft position and p / q.
+The shipped models are tiny (a few million parameters) and were trained here on Python source:
+watch the mechanism, not the quality of the code. Any local Hugging Face pair plugs in with `--target` / `--draft`."""
 ENGINE = {"concurrency_limit": 1, "concurrency_id": "engine"}
 THEORY_DOC = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
