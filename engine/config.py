@@ -73,6 +73,19 @@ class SamplingParams:
 KSetting = int | Literal["auto"]
 
 
+def check_ids(ids, context: int) -> list[int]:
+    """A prompt's token ids as ints, or ConfigError when there are none or they leave no room."""
+    ids = [int(t) for t in ids]
+    if not ids:
+        raise ConfigError("the prompt is empty")
+    if len(ids) >= context:
+        raise ConfigError(
+            f"the prompt is {len(ids)} tokens; the model's context window is {context} "
+            f"tokens and generation needs room for at least one more"
+        )
+    return ids
+
+
 def parse_k(value: Any) -> KSetting:
     """``"auto"`` or an int in [1, K_MAX] from an int, an integral float or text; else ConfigError."""
     if isinstance(value, str):

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
-from .config import ConfigError
+from .config import ConfigError, check_ids
 
 log = logging.getLogger("specdec.backend")
 
@@ -110,14 +110,7 @@ class LocalBackend:
         if request.spec.method not in engine.methods:
             engine.proposer(request.spec.method)  # raises ConfigError naming what is available
         prompt = request.prompt
-        ids = self.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
-        if not ids:
-            raise ConfigError("the prompt is empty")
-        if len(ids) >= engine.context:
-            raise ConfigError(
-                f"the prompt is {len(ids)} tokens; the model's context window is {engine.context} "
-                f"tokens and generation needs room for at least one more"
-            )
+        ids = check_ids(self.encode(prompt) if isinstance(prompt, str) else prompt, engine.context)
         handle = Handle(request, self)
         handle._ids = ids
         with self._cond:

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from . import methods as M
-from .config import ConfigError, GenerateSpec
+from .config import ConfigError, GenerateSpec, check_ids
 from .detok import Detokenizer
 from .events import Piece, Stats, StepEvent
 from .loading import DEFAULT_DRAFT, DEFAULT_TARGET, load_models
@@ -115,17 +115,8 @@ class Engine:
         if isinstance(prompt, str):
             if not prompt:
                 raise ConfigError("the prompt is empty")
-            ids = self.tokenizer.encode(prompt, add_special_tokens=False)
-        else:
-            ids = [int(t) for t in prompt]
-        if not ids:
-            raise ConfigError("the prompt is empty")
-        if len(ids) >= self.context:
-            raise ConfigError(
-                f"the prompt is {len(ids)} tokens; the model's context window is {self.context} "
-                f"tokens and generation needs room for at least one more"
-            )
-        return ids
+            prompt = self.tokenizer.encode(prompt, add_special_tokens=False)
+        return check_ids(prompt, self.context)
 
     def proposer(self, method: str) -> Proposer:
         if method not in self.proposers:
