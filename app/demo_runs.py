@@ -6,7 +6,8 @@ Contract:
   against this backend: its methods, its context window).
 - ``Run(backend, prompt, spec, stop).batches()`` submits one request and yields lists of the events
   that arrived since the last pull, at most one list per ``min_interval_s`` (so a slow page never
-  lags behind the engine). When the session's ``stop`` event is set, or the consumer closes
+  lags behind the engine). When the session's ``stop`` event is set (watched by a small thread of
+  the run, so Stop acts at once even while the page is slow to pull) or the consumer closes
   ``batches()`` (a cancelled or disconnected request), it cancels the request: the backend ends it
   between steps (also while it still waits in the queue). A run nobody reads for ``idle_s`` seconds
   (a page that went away without closing its generator) is cancelled by the backend, so it cannot
@@ -100,12 +101,10 @@ class Run:
 
     def batches(self) -> Iterator[list[StepEvent]]:
         handle = self.backend.submit(Request(self.prompt, self.spec, idle_s=self.idle_s))
+        threading.Thread(target=self._watch, args=(handle,), name="specdec-demo-stop", daemon=True).start()
         last_yield, ended = 0.0, False
         try:
             while not ended:
-                if self.stop.is_set() and not handle.ended:
-                    self.stopped_early = True
-                    handle.cancel()
                 events, ended = handle.next_batch(self.poll_s)
                 wait = self.min_interval_s - (time.monotonic() - last_yield)
                 if events and wait > 0 and not ended:
@@ -121,6 +120,14 @@ class Run:
         finally:
             if not handle.ended:
                 handle.cancel()
+
+    def _watch(self, handle) -> None:
+        """Cancel as soon as Stop is pressed, however slowly the page pulls its updates."""
+        while not handle.ended:
+            if self.stop.wait(self.poll_s):
+                self.stopped_early = True
+                handle.cancel()
+                return
 
 
 def run_to_end(backend, prompt: str, spec: GenerateSpec, stop: threading.Event | None = None) -> list[StepEvent]:

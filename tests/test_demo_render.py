@@ -316,3 +316,18 @@ def test_a_run_delivers_the_last_events_however_the_end_arrives():
             return Scripted()
 
     assert list(Run(Backend(), "p", SPEC, min_interval_s=0.0).batches()) == [[last]]
+
+
+def test_stop_acts_even_while_the_page_does_not_pull():
+    """Stop pressed while the consumer is busy elsewhere: the engine stops within a step or two,
+    not when the page comes back for its next update."""
+    e, stop = FakeEngine(n=1000, delay=0.005), threading.Event()
+    run = _run(e, stop, min_interval_s=0.0)
+    it = run.batches()
+    next(it)
+    stop.set()
+    deadline = time.monotonic() + 10
+    while e.closed_in is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # not pulling
+    assert e.closed_in is not None and e.steps < 1000 and run.stopped_early
+    it.close()
