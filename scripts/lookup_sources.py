@@ -34,9 +34,10 @@ def main() -> None:
     for prompt in load_prompts(opt.prompts, opt.limit):
         ids = engine.encode(prompt)
         tokens = list(ids)
-        for ev in engine.stream(ids, GenerateSpec(method="lookup", k=opt.k, max_new_tokens=opt.max_new_tokens)):
+        spec = GenerateSpec(method="lookup", k=opt.k, max_new_tokens=opt.max_new_tokens)
+        for ev in engine.stream(ids, spec):
             if ev.draft_size:
-                start = match_start(tokens)
+                start = match_start(tokens, spec.ngram_max, spec.ngram_min)
                 where = "prompt" if start is not None and start < len(ids) else "generated"
                 counts[where] += sum(pc.kind == "accepted" for pc in ev.pieces)
             tokens += ev.token_ids
