@@ -209,12 +209,11 @@ class Handle:
             self._items.appendleft(_END)  # iteration stays ended
         return item
 
-    def _result(self, item: Any) -> StepEvent:
-        if item is _END:
-            if self.error is not None:
-                raise self.error
-            raise StopIteration
-        return item
+    def _at_end(self, item: Any) -> bool:
+        """True for the end marker, after which iteration stops (raising the error, if any)."""
+        if item is _END and self.error is not None:
+            raise self.error
+        return item is _END
 
     def __iter__(self) -> Iterator[StepEvent]:
         while True:
@@ -222,10 +221,9 @@ class Handle:
                 while not self._items:
                     self._cond.wait()
                 item = self._take()
-            try:
-                yield self._result(item)
-            except StopIteration:
+            if self._at_end(item):
                 return
+            yield item
 
     def next_batch(self, timeout: float | None = None) -> tuple[list[StepEvent], bool]:
         """(every event available now, whether the stream has ended after them), waiting up to
@@ -262,10 +260,9 @@ class Handle:
             await self._wait_change(lambda: bool(self._items))
             with self._cond:
                 item = self._take()
-            try:
-                yield self._result(item)
-            except StopIteration:
+            if self._at_end(item):
                 return
+            yield item
 
 
 def _wake(fut: asyncio.Future) -> None:

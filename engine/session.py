@@ -55,7 +55,8 @@ class Result:
 
 
 class EngineBusy(RuntimeError):
-    """A stream was resumed after a newer stream of the same engine started."""
+    """A stream was resumed after a newer stream of the same engine started, or a thread started
+    a stream while another thread's stream was running."""
 
 
 class Engine:
@@ -233,7 +234,7 @@ def _check_owner(engine: Engine, owner: object) -> None:
     if engine._owner is not owner:
         raise EngineBusy(
             "a newer stream started on this engine; an Engine decodes one stream at a time "
-            "(serve several requests through engine.backend.LocalBackend)"
+            "(serve several requests through engine.local.LocalBackend)"
         )
 
 
