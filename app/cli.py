@@ -260,6 +260,8 @@ FRONT_ENDS: list[tuple[str, str, str]] = [
     ("serve", "app.serve_cli", "the WebSocket streaming server (token fates over a documented protocol)"),
     ("lsp", "app.lsp_cli", "the language server: speculative code completion for editors"),
     ("sweep", "tools.sweep_cli", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
+    ("export", "app.export_cli", "export the models and heads for another serving engine (vLLM)"),
+    ("vllm", "app.vllm_cli", "set up and start a vLLM server on the exported models (its own venv)"),
 ]
 
 
