@@ -51,6 +51,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="accept browser clients only from this Origin (repeatable, e.g. http://localhost:8000); "
         "clients that send no Origin header are always accepted",
     )
+    g.add_argument(
+        "--openai-port",
+        type=int,
+        default=-1,
+        help="also serve OpenAI-compatible /v1/completions over HTTP on this port (default: --port + 1, "
+        "any free port when --port is 0; -2 = off)",
+    )
     lim = p.add_argument_group("limits (each refusal is an error message, never a crash)")
     lim.add_argument(
         "--max-queue",
@@ -67,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
     add_model_args(p)
+    from app.backend_arg import add_backend_arg
+
+    add_backend_arg(p)
 
 
 def warnings_for(host: str, token: str | None) -> list[str]:
@@ -124,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from app.args import load_engine
+    from app.backend_arg import backend_for
+    from app.openai_api import OpenAIServer
     from app.ws_protocol import PROTOCOL_VERSION
     from app.ws_server import ServerConfig, StreamServer
     from engine.config import ConfigError
@@ -135,18 +147,26 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        engine = load_engine(args)
+        backend = backend_for(args, lambda: LocalBackend(load_engine(args), args.max_queue))
     except KeyboardInterrupt:
         return 130
-    config = ServerConfig(args.host, args.port, token, tuple(args.allow_origin), limits_for(args, engine.context))
-    server = StreamServer(LocalBackend(engine, config.limits.max_queue), config)
+    config = ServerConfig(
+        args.host, args.port, token, tuple(args.allow_origin), limits_for(args, backend.limits.context)
+    )
+    server = StreamServer(backend, config)
+    openai = None
 
     def ready(port: int) -> None:
+        nonlocal openai
         print(
             f"specdec serve: listening on ws://{args.host}:{port} (protocol {PROTOCOL_VERSION}, methods "
-            f"{', '.join(engine.methods)}{', token required' if token else ''})",
+            f"{', '.join(backend.methods)}{', token required' if token else ''})",
             flush=True,
         )
+        if args.openai_port != -2:
+            oport = args.openai_port if args.openai_port >= 0 else (port + 1 if args.port else 0)
+            openai = OpenAIServer(backend, config.limits, args.host, oport, token).start()
+            print(f"specdec serve: OpenAI-compatible API on {openai.url}/v1 (model 'specdec')", flush=True)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -161,5 +181,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
         return 130
+    finally:
+        if openai is not None:
+            openai.stop()
     print("specdec serve: stopped", file=sys.stderr)
     return 0

@@ -1,0 +1,41 @@
+"""``--backend URL`` for every front end: run on a remote OpenAI-compatible server instead of the
+embedded engine (``engine/remote.py``).
+
+Contract: ``add_backend_arg(parser)`` adds ``--backend URL`` and ``--backend-token T`` (default:
+``$SPECDEC_BACKEND_TOKEN``); ``backend_for(args, local)`` returns a ready ``RemoteBackend`` when
+``--backend`` is given (tokenizing with ``--target``'s tokenizer, the shipped one by default),
+else ``local()``. An unreachable server is a ``ConfigError`` (one-line error, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def add_backend_arg(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("backend")
+    g.add_argument(
+        "--backend",
+        default=None,
+        metavar="URL",
+        help="decode on an OpenAI-compatible server (specdec vllm serve, or specdec serve's /v1) instead of "
+        "the embedded engine; it cannot show rejected tokens (vLLM never exposes them)",
+    )
+    g.add_argument("--backend-token", default=None, help="Bearer token for --backend (default: $SPECDEC_BACKEND_TOKEN)")
+
+
+def backend_for(args: argparse.Namespace, local):
+    url = getattr(args, "backend", None)
+    if not url:
+        return local()
+    from app.args import ASSETS
+    from engine.config import ConfigError
+    from engine.remote import RemoteBackend
+
+    token = args.backend_token or os.environ.get("SPECDEC_BACKEND_TOKEN") or None
+    target = getattr(args, "target", None) or ASSETS / "target"
+    try:
+        return RemoteBackend(url, target, token).wait_ready()
+    except ConnectionError as e:
+        raise ConfigError(str(e)) from None

@@ -1,0 +1,109 @@
+"""One remote request's stream: POST /v1/completions, read server-sent events, push ``StepEvent``s.
+
+Contract: ``relay(backend, handle) -> stop`` runs on the request's own thread (``RemoteBackend._run``).
+HTTP refusals become the errors a local backend raises (429 ``Busy``, 503 ``ShuttingDown``, other
+4xx ``ConfigError`` with the server's message, else ``RemoteError``). Each chunk is pushed at once,
+except the one that carries ``finish_reason``: it waits for the usage chunk right behind it, so the
+last event carries the stop reason and (from vLLM) stats rebuilt from the exact per-step metrics.
+A cancel closes the response, which makes the server abort the request.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+
+from .backend import Busy, ShuttingDown
+from .config import ConfigError
+from .events import Piece, Stats, StepEvent
+
+FROM_FINISH = {"stop": "eos", "length": "length", "abort": "cancelled"}
+READ_TIMEOUT_S = 600.0
+
+
+class RemoteError(RuntimeError):
+    """The remote server failed on a request (a 5xx, an error event, a broken stream)."""
+
+
+def _refusal(e: urllib.error.HTTPError) -> Exception:
+    try:
+        msg = json.loads(e.read())["error"]["message"]
+    except Exception:  # noqa: BLE001 - not an OpenAI error body
+        msg = f"HTTP {e.code} {e.reason}"
+    if e.code == 429:
+        return Busy(msg)
+    if e.code == 503:
+        return ShuttingDown(msg)
+    return ConfigError(msg) if 400 <= e.code < 500 else RemoteError(f"the server failed: {msg}")
+
+
+def _ours(d: dict) -> StepEvent:
+    """A step dict of our own server (``openai_protocol.step_fates``) back into a StepEvent."""
+    pieces = tuple(
+        Piece(p["token_id"], p["text"], p["kind"], d["step"], p["position"], p["p"], p["q"]) for p in d["pieces"]
+    )
+    s = d["stats"]
+    stats = Stats(*(s[f] for f in Stats.__dataclass_fields__))
+    return StepEvent(d["step"], pieces, stats, d.get("timings_ms") or {}, d.get("draft_size", 0), d.get("stop"))
+
+
+def relay(backend, handle) -> str:
+    from .remote import make_detok, stats_from_metrics, vllm_step
+
+    ids, spec = handle._ids, handle.request.spec
+    body = backend.body(ids, spec)
+    try:
+        resp = backend._open("/v1/completions", body, timeout=READ_TIMEOUT_S)
+    except urllib.error.HTTPError as e:
+        raise _refusal(e) from None
+    handle._resp = resp
+    t0 = time.perf_counter()
+    detok, stats, held, emitted, steps = make_detok(backend, ids), Stats(), None, 0, 0
+    finish, metrics = None, None
+    with resp:
+        for raw in resp:
+            if handle.cancel_reason is not None:
+                return handle.cancel_reason
+            line = raw.strip()
+            if not line.startswith(b"data: "):
+                continue
+            if line == b"data: [DONE]":
+                break
+            msg = json.loads(line[6:])
+            if "error" in msg:
+                raise RemoteError(f"the server failed: {msg['error'].get('message')}")
+            if msg.get("usage") is not None or not msg.get("choices"):
+                metrics = (msg.get("metrics") or {}).get("speculative_decoding")
+                ours_stop = (msg.get("specdec") or {}).get("stop")
+                finish = finish or (ours_stop and {"eos": "stop"}.get(ours_stop, ours_stop))
+                continue
+            choice = msg["choices"][0]
+            if backend.kind == "specdec":
+                ev = _ours(msg["specdec"]["step"])
+            else:
+                tokens = list(choice.get("token_ids") or [])
+                if not tokens:
+                    continue
+                steps += 1
+                ev = vllm_step(steps, tokens, [detok.push(t) for t in tokens], backend.vllm_k, spec.method, stats)
+            emitted += len(ev.token_ids)
+            handle.steps += 1
+            if choice.get("finish_reason") is not None:
+                finish, held = choice["finish_reason"], ev
+                continue
+            handle._push(ev)
+    if held is None:
+        if handle.cancel_reason is not None:
+            return handle.cancel_reason
+        raise RemoteError("the stream ended without a finish reason")
+    stop = held.stop or FROM_FINISH.get(finish, "error")
+    if stop == "length" and body["max_tokens"] < spec.max_new_tokens and emitted >= body["max_tokens"]:
+        stop = "context"
+    last_stats = held.stats
+    if metrics is not None and backend.kind == "vllm":
+        last_stats = stats_from_metrics(metrics, emitted, time.perf_counter() - t0)
+    elif backend.kind == "vllm":
+        last_stats.elapsed_s = time.perf_counter() - t0
+    handle._push(StepEvent(held.step, held.pieces, last_stats, held.timings_ms, held.draft_size, stop))
+    return stop

@@ -1,0 +1,131 @@
+"""Our /v1/completions with the official ``openai`` client: greedy tokens identical to the engine's
+plain decoding, streaming and not, every token's fate in the ``specdec`` extension, and each bad
+input a proper HTTP error (OpenAI error object, right status) with the server still serving."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from app.openai_api import OpenAIServer
+from app.ws_protocol import Limits
+from engine.config import GenerateSpec
+from engine.events import EMITTED_KINDS
+from engine.local import LocalBackend
+
+openai = pytest.importorskip("openai", reason="the openai client comes with the test extras (pip install -e .[test])")
+TOKEN = "t0ken"
+LIMITS = Limits(max_message_bytes=32768, max_prompt_tokens=440, max_new_tokens=64, max_queue=4)
+
+
+@pytest.fixture(scope="module")
+def api(engine):
+    backend = LocalBackend(engine, LIMITS.max_queue)
+    srv = OpenAIServer(backend, LIMITS, token=TOKEN).start()
+    yield srv
+    srv.stop()
+    backend.shutdown(10)
+
+
+@pytest.fixture(scope="module")
+def client(api):
+    return openai.OpenAI(base_url=api.url + "/v1", api_key=TOKEN, max_retries=0, timeout=120)
+
+
+def plain(engine, prompt: str, n: int) -> list[int]:
+    return engine.generate(prompt, GenerateSpec(method="none", max_new_tokens=n)).tokens
+
+
+@pytest.mark.parametrize("method", ["draft", "lookup", "medusa", "eagle"])
+def test_non_streaming_greedy_is_plain_decoding(client, engine, prompts, method) -> None:
+    prompt = prompts[0]
+    r = client.completions.create(
+        model="specdec", prompt=prompt, max_tokens=24, temperature=0, extra_body={"specdec": {"method": method}}
+    )
+    choice = r.choices[0]
+    ids = choice.model_extra["token_ids"]
+    assert ids == plain(engine, prompt, 24)
+    assert choice.text == engine.tokenizer.decode(ids, skip_special_tokens=True)
+    assert choice.finish_reason in ("stop", "length") and r.usage.completion_tokens == len(ids)
+    fates = r.model_extra["specdec"]
+    emitted = [pc["token_id"] for st in fates["steps"] for pc in st["pieces"] if pc["kind"] in EMITTED_KINDS]
+    assert emitted == ids and fates["stats"]["emitted"] == len(ids)
+
+
+def test_streaming_chunks_are_steps_with_fates(client, engine, prompts) -> None:
+    prompt = prompts[1]
+    stream = client.completions.create(
+        model="specdec",
+        prompt=prompt,
+        max_tokens=32,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"specdec": {"method": "draft", "k": 4}},
+    )
+    chunks = list(stream)
+    steps = [c for c in chunks if c.choices]
+    ids = [t for c in steps for t in c.choices[0].model_extra["token_ids"]]
+    assert ids == plain(engine, prompt, 32)
+    assert "".join(c.choices[0].text for c in steps) == engine.tokenizer.decode(ids, skip_special_tokens=True)
+    kinds = {pc["kind"] for c in steps for pc in c.model_extra["specdec"]["step"]["pieces"]}
+    assert "accepted" in kinds and kinds <= {"accepted", "rejected", "recovered", "bonus", "plain"}
+    assert steps[-1].choices[0].finish_reason in ("stop", "length")
+    assert all(c.choices[0].finish_reason is None for c in steps[:-1])
+    assert chunks[-1].usage.completion_tokens == len(ids) and chunks[-1].usage.prompt_tokens > 0
+
+
+def test_models_lists_methods(client) -> None:
+    (model,) = client.models.list().data
+    assert model.id == "specdec" and set(model.model_extra["specdec"]["methods"]) >= {"none", "draft", "lookup"}
+
+
+def _raw(api, body: bytes, token: str | None = TOKEN) -> tuple[int, dict]:
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    req = urllib.request.Request(api.url + "/v1/completions", body, headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+BAD = [
+    ({"model": "gpt-4", "prompt": "x"}, 404, "model_not_found"),
+    ({"model": "specdec", "prompt": "x", "specdec": {"method": "beam"}}, 400, "unknown_method"),
+    ({"model": "specdec", "prompt": "x", "temperature": -1}, 400, "bad_params"),
+    ({"model": "specdec", "prompt": "x", "max_tokens": 10_000}, 400, "bad_params"),
+    ({"model": "specdec", "prompt": "x", "n": 3}, 400, "bad_params"),
+    ({"model": "specdec", "prompt": "x", "frobnicate": 1}, 400, "bad_params"),
+    ({"model": "specdec", "prompt": ""}, 400, "bad_params"),
+    ({"model": "specdec", "prompt": "x = 1\n" * 300}, 400, "prompt_too_long"),
+    ({"model": "specdec", "prompt": [1, 2, 10**9]}, 400, "bad_params"),
+]
+
+
+@pytest.mark.parametrize("body,status,code", BAD)
+def test_bad_request_is_an_http_error(api, client, body, status, code) -> None:
+    got, err = _raw(api, json.dumps(body).encode())
+    assert got == status and err["error"]["code"] == code and err["error"]["message"]
+    r = client.completions.create(model="specdec", prompt="def f(x):", max_tokens=4, temperature=0)
+    assert len(r.choices[0].model_extra["token_ids"]) >= 1  # still serving
+
+
+def test_malformed_json_oversize_and_auth(api, client) -> None:
+    assert _raw(api, b'{"model": "specdec", "prompt": ')[0] == 400
+    assert _raw(api, b'{"model": "specdec", "prompt": "' + b"x" * 40000 + b'"}')[0] == 413
+    assert _raw(api, b"{}", token=None)[0] == 401
+    assert _raw(api, b"{}", token="wrong")[0] == 401
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=api.url + "/v1", api_key="wrong", max_retries=0).completions.create(
+            model="specdec", prompt="x", max_tokens=2
+        )
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="nope", prompt="x", max_tokens=2)
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        client.completions.create(model="specdec", prompt="x", max_tokens=2, temperature=500)
+    r = client.completions.create(model="specdec", prompt="import os\n", max_tokens=3, temperature=0)
+    assert r.choices[0].model_extra["token_ids"]
