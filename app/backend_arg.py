@@ -4,7 +4,8 @@ embedded engine (``engine/remote.py``).
 Contract: ``add_backend_arg(parser)`` adds ``--backend URL`` and ``--backend-token T`` (default:
 ``$SPECDEC_BACKEND_TOKEN``); ``backend_for(args, local)`` returns a ready ``RemoteBackend`` when
 ``--backend`` is given (tokenizing with ``--target``'s tokenizer, the shipped one by default),
-else ``local()``. An unreachable server is a ``ConfigError`` (one-line error, exit 2).
+else ``local()``; ``remote_events`` streams one request. An unreachable server is a
+``ConfigError`` (one-line error, exit 2).
 """
 
 from __future__ import annotations
@@ -39,3 +40,10 @@ def backend_for(args: argparse.Namespace, local):
         return RemoteBackend(url, target, token).wait_ready()
     except ConnectionError as e:
         raise ConfigError(str(e)) from None
+
+
+def remote_events(args: argparse.Namespace, prompt: str, spec):
+    """``specdec generate --backend URL``: the request's events from the remote server."""
+    from engine.backend import Request
+
+    return iter(backend_for(args, None).submit(Request(prompt, spec)))

@@ -45,17 +45,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         sampling=SamplingParams(args.temperature, args.top_k, args.top_p, args.seed),
     )
-    engine = load_engine(args)
+    if args.backend:  # a remote server (app/backend_arg.py): the same events through the Backend seam
+        from .backend_arg import remote_events
+
+        events = remote_events(args, prompt, spec)
+    else:
+        engine = load_engine(args)
+        events = None if args.json else engine.stream(prompt, spec)
     if args.json:
-        res = engine.generate(prompt, spec)
-        print(json.dumps(res.to_dict()))
+        res = engine.generate(prompt, spec).to_dict() if events is None else _result(list(events))
+        print(json.dumps(res))
         return 0
     colour = sys.stdout.isatty() and not args.no_colour
     if colour:
         print(legend(), file=sys.stderr)
     sys.stdout.write(prompt)
     stats = None
-    for ev in engine.stream(prompt, spec):
+    for ev in events:
         text = "".join(ansi_piece(pc) if colour else (pc.text if pc.emitted else "") for pc in ev.pieces)
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -65,6 +71,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if stats is not None:
         print(stats_line(stats), file=sys.stderr)
     return 0
+
+
+def _result(events) -> dict:
+    tokens = [t for ev in events for t in ev.token_ids]
+    last = events[-1] if events else None
+    stats = last.stats.to_dict() if last else None
+    return {"tokens": tokens, "text": "".join(ev.text for ev in events), "stats": stats, "stop": last and last.stop}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -159,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-colour", action="store_true", help="plain text even in a terminal")
     add_sampling_args(g)
     add_model_args(g)
+    from .backend_arg import add_backend_arg
+
+    add_backend_arg(g)
     g.set_defaults(func=cmd_generate)
     from tools.bench_args import add_bench_parser
 

@@ -30,18 +30,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to listen on (default: 7860)")
     add_model_args(parser)
+    from app.backend_arg import add_backend_arg
+
+    add_backend_arg(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.args import load_engine
-
-    engine = load_engine(args)
-    from app.demo import launch_demo
+    from app.backend_arg import backend_for
     from engine.local import LocalBackend
 
-    print(f"specdec demo: models loaded (methods: {', '.join(engine.methods)}); starting the server ...", flush=True)
-    demo, _ = launch_demo(LocalBackend(engine), args.host, args.port, prevent_thread_lock=True, quiet=True)
+    backend = backend_for(args, lambda: LocalBackend(load_engine(args)))
+    from app.demo import launch_demo
+
+    where = backend.describe() if hasattr(backend, "describe") else "the embedded engine"
+    print(f"specdec demo: on {where} (methods: {', '.join(backend.methods)}); starting the server ...", flush=True)
+    demo, _ = launch_demo(backend, args.host, args.port, prevent_thread_lock=True, quiet=True)
     print(f"specdec demo: open http://{args.host}:{demo.server_port}/  (Ctrl+C to stop)", flush=True)
     try:
         demo.block_thread()

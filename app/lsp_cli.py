@@ -66,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
     add_model_args(parser)
+    from app.backend_arg import add_backend_arg
+
+    add_backend_arg(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
         return load_engine(args)
 
-    server = create(loader, defaults)
+    from app.backend_arg import backend_for
+
+    server = create(loader, defaults, backend_for(args, lambda: None))  # None: the in-process backend
     if args.tcp:
         print(f"specdec lsp: listening on {args.tcp[0]}:{args.tcp[1]}", file=sys.stderr, flush=True)
         server.start_tcp(*args.tcp)

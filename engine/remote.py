@@ -199,18 +199,25 @@ class RemoteBackend:
                 self._cond.notify_all()
 
 
-def vllm_step(step: int, tokens: list[int], texts: list[str], k: int | None, method: str, stats: Stats) -> StepEvent:
-    """One vLLM chunk as a step: ``accepted`` tokens then the target's own (bonus or recovered)."""
+def vllm_step(
+    step: int, tokens: list[int], texts: list[str], k: int | None, method: str, stats: Stats, plain_first: bool = False
+) -> StepEvent:
+    """One vLLM chunk as a step: ``accepted`` tokens then the target's own (bonus or recovered);
+    ``plain`` for method none and for the prefill's first token (``plain_first``)."""
     if method == "none" or not k:
         pieces = tuple(Piece(t, x, "plain", step, 0) for t, x in zip(tokens, texts))
         stats.record([], [], [], len(tokens))
         return StepEvent(step, pieces, stats.snapshot(), {}, 0)
-    a = min(len(tokens) - 1, k)
-    last = "bonus" if a == k else "recovered"
-    pieces = tuple(Piece(t, x, "accepted", step, i + 1) for i, (t, x) in enumerate(zip(tokens[:a], texts[:a])))
-    pieces += tuple(Piece(t, x, last, step, a + 1) for t, x in zip(tokens[a:], texts[a:]))
-    drafted = list(range(1, k + 1))
-    stats.record(drafted, list(range(1, min(a + 1, k) + 1)), list(range(1, a + 1)), len(tokens))
+    pieces: tuple[Piece, ...] = ()
+    if plain_first:
+        pieces, tokens, texts = (Piece(tokens[0], texts[0], "plain", step, 0),), tokens[1:], texts[1:]
+        stats.record([], [], [], 1)
+    if tokens:
+        a = min(len(tokens) - 1, k)
+        last = "bonus" if a == k else "recovered"
+        pieces += tuple(Piece(t, x, "accepted", step, i + 1) for i, (t, x) in enumerate(zip(tokens[:a], texts[:a])))
+        pieces += tuple(Piece(t, x, last, step, a + 1) for t, x in zip(tokens[a:], texts[a:]))
+        stats.record(list(range(1, k + 1)), list(range(1, min(a + 1, k) + 1)), list(range(1, a + 1)), len(tokens))
     return StepEvent(step, pieces, stats.snapshot(), {}, k)
 
 

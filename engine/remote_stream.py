@@ -86,7 +86,9 @@ def relay(backend, handle) -> str:
                 if not tokens:
                     continue
                 steps += 1
-                ev = vllm_step(steps, tokens, [detok.push(t) for t in tokens], backend.vllm_k, spec.method, stats)
+                texts = [detok.push(t) for t in tokens]
+                plain_first = steps == 1  # the prefill's token: nothing was drafted for it
+                ev = vllm_step(steps, tokens, texts, backend.vllm_k, spec.method, stats, plain_first)
             emitted += len(ev.token_ids)
             handle.steps += 1
             if choice.get("finish_reason") is not None:

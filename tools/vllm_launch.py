@@ -77,7 +77,8 @@ def server_argv(
     extra: list[str] | None = None,
 ) -> list[str]:
     argv = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", folders["target"]]
-    argv += ["--served-model-name", MODEL_NAME, "--host", host, "--port", str(port)]
+    tag = f"specdec-vllm-{method}-k{0 if method == 'none' else k or DEFAULT_K}"  # how RemoteBackend learns the method
+    argv += ["--served-model-name", MODEL_NAME, tag, "--host", host, "--port", str(port)]
     argv += ["--dtype", "float32", "--enforce-eager", "--max-model-len", str(max_model_len), "--seed", "0"]
     argv += ["--tensor-parallel-size", str(tensor_parallel), "--pipeline-parallel-size", str(pipeline_parallel)]
     spec = speculative_config(method, k, folders)

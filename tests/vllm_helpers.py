@@ -1,0 +1,62 @@
+"""Shared by the vLLM tests: the exported folders, one vLLM server at a time (started on demand,
+kept while the next test wants the same method: every start costs about a minute on a CPU), and
+the skip when the vLLM venv is absent (the README's test command creates it: scripts/vllm-env.sh).
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from engine.loading import ASSETS
+from tools.export_vllm import export
+from tools.vllm_launch import VllmServer, server_argv, server_env, venv_path
+
+K = 4  # vLLM's num_speculative_tokens in these tests: chains of 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+EAGLE_PORT = free_port()  # fixed at import: the LSP fixture's command line needs the URL before the server runs
+
+
+def need_venv():
+    py = venv_path() / "bin" / "python"
+    if not py.exists():
+        pytest.skip(f"no vLLM venv at {venv_path()}: run scripts/vllm-env.sh (the README's test command does)")
+    return py
+
+
+class Servers:
+    def __init__(self, folders: dict, logs) -> None:
+        self.folders, self.logs = folders, logs
+        self.method, self.server = None, None
+
+    def url(self, method: str) -> str:
+        if self.method != method:
+            self.stop()
+            port = EAGLE_PORT if method == "eagle" else free_port()
+            argv = server_argv(need_venv(), self.folders, method, K, port=port)
+            self.server = VllmServer(argv, server_env(), self.logs / f"vllm-{method}.log", "127.0.0.1", port)
+            self.server.start(timeout=900)
+            self.method = method
+        return self.server.url + "/v1"
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        self.method, self.server = None, None
+
+
+@pytest.fixture(scope="session")
+def vllm_servers(tmp_path_factory):
+    need_venv()
+    out = tmp_path_factory.mktemp("vllm-export")
+    servers = Servers(export(out, ASSETS)["folders"], out)
+    yield servers
+    servers.stop()
