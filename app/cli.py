@@ -81,7 +81,10 @@ def _result(events) -> dict:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from tools.bench import main as bench_main
+    if args.backend:  # our engine and a remote server side by side (tools/bench_remote.py)
+        from tools.bench_remote import main as bench_main
+    else:
+        from tools.bench import main as bench_main
 
     return bench_main(args)
 

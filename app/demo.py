@@ -21,6 +21,7 @@ from engine.loading import ASSETS
 from engine.methods import GENERATE_ORDER, METHODS, preferred
 
 from . import demo_render as R
+from .demo_backend import backend_note
 from .demo_handlers import Handlers
 from .demo_runs import DemoSession
 from .demo_teach import PROOF_MD
@@ -197,6 +198,7 @@ def build_demo(backend) -> gr.Blocks:
     with gr.Blocks(title="specdec demo") as demo:
         session = gr.State(DemoSession())
         gr.Markdown(INTRO)
+        gr.Markdown(backend_note(backend), elem_id="sd-backend")
         examples = example_prompts()
         prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
         gr.Examples(

@@ -32,22 +32,10 @@ from typing import Any
 
 from .backend import Busy, Capabilities, Handle, Limits, Request, ShuttingDown
 from .config import ConfigError, check_ids
-from .detok import Detokenizer
-from .events import Piece, Stats, StepEvent
 from .methods import NAMES
 
 VLLM_NAME = re.compile(r"^specdec-vllm-(\w+)-k(\d+)$")
 REMOTE_CAPS = Capabilities(fates=False, trees=False, corpus=False)
-
-
-class _Tok:
-    """The ``decode`` the Detokenizer expects, on a ``tokenizers.Tokenizer``."""
-
-    def __init__(self, tok) -> None:
-        self.tok = tok
-
-    def decode(self, ids, skip_special_tokens=True, clean_up_tokenization_spaces=False) -> str:
-        return self.tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
 
 class RemoteBackend:
@@ -197,39 +185,3 @@ class RemoteBackend:
             with self._cond:
                 self.live.discard(handle)
                 self._cond.notify_all()
-
-
-def vllm_step(
-    step: int, tokens: list[int], texts: list[str], k: int | None, method: str, stats: Stats, plain_first: bool = False
-) -> StepEvent:
-    """One vLLM chunk as a step: ``accepted`` tokens then the target's own (bonus or recovered);
-    ``plain`` for method none and for the prefill's first token (``plain_first``)."""
-    if method == "none" or not k:
-        pieces = tuple(Piece(t, x, "plain", step, 0) for t, x in zip(tokens, texts))
-        stats.record([], [], [], len(tokens))
-        return StepEvent(step, pieces, stats.snapshot(), {}, 0)
-    pieces: tuple[Piece, ...] = ()
-    if plain_first:
-        pieces, tokens, texts = (Piece(tokens[0], texts[0], "plain", step, 0),), tokens[1:], texts[1:]
-        stats.record([], [], [], 1)
-    if tokens:
-        a = min(len(tokens) - 1, k)
-        last = "bonus" if a == k else "recovered"
-        pieces += tuple(Piece(t, x, "accepted", step, i + 1) for i, (t, x) in enumerate(zip(tokens[:a], texts[:a])))
-        pieces += tuple(Piece(t, x, last, step, a + 1) for t, x in zip(tokens[a:], texts[a:]))
-        stats.record(list(range(1, k + 1)), list(range(1, min(a + 1, k) + 1)), list(range(1, a + 1)), len(tokens))
-    return StepEvent(step, pieces, stats.snapshot(), {}, k)
-
-
-def stats_from_metrics(m: dict, emitted: int, elapsed_s: float) -> Stats:
-    """Exact stats from vLLM's detailed per-request spec-decode metrics."""
-    stats = Stats()
-    for a, d in zip(m.get("per_step_accepted") or [], m.get("per_step_drafted") or []):
-        stats.record(list(range(1, d + 1)), list(range(1, min(a + 1, d) + 1)), list(range(1, a + 1)), 0)
-    stats.emitted, stats.elapsed_s = emitted, elapsed_s
-    stats.target_forwards += 1  # the prefill's forward made the first token
-    return stats
-
-
-def make_detok(backend: RemoteBackend, ids: list[int]) -> Detokenizer:
-    return Detokenizer(_Tok(backend.tokenizer), ids)

@@ -164,4 +164,8 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     )
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_model_args(b)
+    from app.backend_arg import add_backend_arg
+
+    add_backend_arg(b)  # then tools/bench_remote.py: our engine and that server side by side
+    b.add_argument("--concurrency", type=_positive, default=8, help="--backend: clients at once (default 8)")
     return b

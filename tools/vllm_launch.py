@@ -84,7 +84,8 @@ def server_argv(
     spec = speculative_config(method, k, folders)
     if spec is not None:
         argv += ["--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "detailed"]
-    return argv + list(extra or [])
+    env_extra = os.environ.get("SPECDEC_VLLM_EXTRA", "").split()  # e.g. GPU settings (scripts/gpu-check.sh)
+    return argv + env_extra + list(extra or [])
 
 
 def server_env(kv_gib: float = 1.0) -> dict[str, str]:
