@@ -5,7 +5,10 @@ the skip when the vLLM venv is absent (the README's test command creates it: scr
 
 from __future__ import annotations
 
+import shutil
 import socket
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -54,9 +57,13 @@ class Servers:
 
 
 @pytest.fixture(scope="session")
-def vllm_servers(tmp_path_factory):
+def vllm_servers():
     need_venv()
-    out = tmp_path_factory.mktemp("vllm-export")
+    # not tmp_path_factory: pytest prunes old basetemp folders, and a concurrent pytest run would
+    # delete the folders a running vLLM server reads
+    out = Path(tempfile.mkdtemp(prefix="specdec-vllm-"))
     servers = Servers(export(out, ASSETS)["folders"], out)
     yield servers
     servers.stop()
+    for folder in servers.folders.values():  # the logs stay (vllm-METHOD.log: KV capacity, start-up)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -86,7 +86,7 @@ CHAINS = {"draft": _draft_chain, "medusa": _medusa_chain, "eagle": _eagle_chain}
 def chain_steps(m: ChainModels, method: str, seq: list[int], n_prompt: int, n_new: int, k: int) -> list[int]:
     if len(seq) < n_prompt + n_new + k + 1:
         raise ValueError("seq needs n_new + k + 1 generated tokens")
-    h = _hidden(m.target, seq)
+    h = _hidden(m.target, [max(t, 0) for t in seq])  # padding (-1: never matches) read as token 0; causal
     L, steps = n_prompt + 1, []  # the prefill made seq[n_prompt]
     while L < n_prompt + n_new:
         chain = CHAINS[method](m, seq, L, k, h)
