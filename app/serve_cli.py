@@ -3,7 +3,10 @@
 Contract: ``add_arguments(parser)`` declares the options and imports nothing heavy; ``run(args)``
 loads the engine, prints one ``listening on ws://HOST:PORT`` line to stdout once the socket is
 bound (``--port 0`` picks a free port), serves until SIGINT or SIGTERM, then shuts down
-gracefully (running requests end with stop ``shutdown``) and returns 0. Bad settings raise
+gracefully (running requests end with stop ``shutdown``) and returns 0. It also serves
+OpenAI-compatible ``/v1/completions`` (``app/openai_api.py``) on ``--openai-port`` (default: the
+WebSocket port + 1; any free port with ``--port 0``; -2 = off) and prints a second line with its URL.
+``--backend URL`` serves from a remote OpenAI-compatible server instead of the embedded engine. Bad settings raise
 ConfigError (one-line error, exit 2). A non-loopback host without a token prints a warning.
 """
 
