@@ -25,23 +25,26 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+    from app.batch_args import add_batch_args
 
     parser.epilog = EPILOG
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to listen on (default: 7860)")
+    add_batch_args(parser)
     add_model_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.args import load_engine
+    from app.batch_args import check_batch_args, make_backend
 
+    check_batch_args(args)
     engine = load_engine(args)
     from app.demo import launch_demo
-    from engine.local import LocalBackend
 
     print(f"specdec demo: models loaded (methods: {', '.join(engine.methods)}); starting the server ...", flush=True)
-    demo, _ = launch_demo(LocalBackend(engine), args.host, args.port, prevent_thread_lock=True, quiet=True)
+    demo, _ = launch_demo(make_backend(args, engine), args.host, args.port, prevent_thread_lock=True, quiet=True)
     print(f"specdec demo: open http://{args.host}:{demo.server_port}/  (Ctrl+C to stop)", flush=True)
     try:
         demo.block_thread()

@@ -35,6 +35,7 @@ the token may also come from the {TOKEN_ENV} environment variable.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+    from app.batch_args import add_batch_args
 
     p.epilog = EPILOG
     g = p.add_argument_group("network and security")
@@ -66,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="longest prompt in tokens (default and upper bound: the model's context - 1)",
     )
     lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
+    add_batch_args(p)
     add_model_args(p)
 
 
@@ -124,12 +126,13 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from app.args import load_engine
+    from app.batch_args import check_batch_args, make_backend
     from app.ws_protocol import PROTOCOL_VERSION
     from app.ws_server import ServerConfig, StreamServer
     from engine.config import ConfigError
-    from engine.local import LocalBackend
 
     check_args(args)
+    check_batch_args(args)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     for line in warnings_for(args.host, token):
         print(line, file=sys.stderr)
@@ -139,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     config = ServerConfig(args.host, args.port, token, tuple(args.allow_origin), limits_for(args, engine.context))
-    server = StreamServer(LocalBackend(engine, config.limits.max_queue), config)
+    server = StreamServer(make_backend(args, engine, max_queue=config.limits.max_queue), config)
 
     def ready(port: int) -> None:
         print(
