@@ -68,7 +68,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from tools.bench import main as bench_main
+    if args.concurrency:
+        from tools.bench_concurrency import main as bench_main
+    else:
+        from tools.bench import main as bench_main
 
     return bench_main(args)
 
