@@ -8,8 +8,9 @@ Contract: ``BatchBackend(engine, max_batch, max_queue, kv_tokens, prefill_chunk)
 2. drop: rows cancelled (``cancel``, shutdown, abandoned) end now, their slot is freed and the last
    row moves into it: a cancel removes a row within one step, and the step in flight when it came
    is not delivered;
-3. prefill: the oldest row still prefilling gets one chunk of at most ``prefill_chunk`` prompt
-   tokens (its own forward), so a newcomer's long prompt stalls running rows by one chunk per step;
+3. prefill: every row still prefilling gets one chunk of at most ``prefill_chunk`` prompt tokens,
+   all in one forward of their own, so a newcomer's long prompt stalls running rows by one chunk
+   per step (and a row whose prefill completes takes its first step in the same iteration);
 4. step: every prefilled row proposes with its own method and settings, ONE target forward scores
    all rows (``BatchTarget.score``), each row verifies and commits its own path and gets its event
    (``BatchStepEvent``, with the batch size); rows that stopped end and free their slot.
@@ -213,24 +214,29 @@ class BatchBackend:
     def _iteration(self) -> None:
         for row in [r for r in self.rows if r.handle.cancel_reason is not None]:
             self._end(row, row.handle.cancel_reason)
-        waiting = next((r for r in self.rows if not r.prefilled), None)
-        if waiting is not None:
+        waiting = [r for r in self.rows if not r.prefilled]
+        if waiting:
             self._prefill(waiting)
         live = [r for r in self.rows if r.prefilled]
         if live:
             self._step(live)
 
-    def _prefill(self, row: Row) -> None:
+    def _prefill(self, rows: list[Row]) -> None:
+        """One chunk for every row still prefilling, in one forward."""
         t0 = time.perf_counter()
         try:
-            done = self._target.prefill(row.slot, row.ids, self.prefill_chunk)
-        except Exception as e:  # noqa: BLE001 - one row fails, never the batch
-            log.exception("request %r: prefill failed", row.handle.request.id)
-            self._end(row, "error", e)
+            done = self._target.prefill_many([(r.slot, r.ids) for r in rows], self.prefill_chunk)
+        except Exception as e:  # noqa: BLE001 - these rows fail, never the batch
+            log.exception("prefill failed")
+            for row in rows:
+                self._target.free(row.slot)
+                self._end(row, "error", e)
             return
-        row.t_prefill += time.perf_counter() - t0
-        if done:
-            row.start(self._engine.tokenizer, row.t_prefill)
+        dt = time.perf_counter() - t0
+        for row, ok in zip(rows, done):
+            row.t_prefill += dt
+            if ok:
+                row.start(self._engine.tokenizer, row.t_prefill)
 
     def _step(self, live: list[Row]) -> None:
         engine, target = self._engine, self._target

@@ -43,7 +43,7 @@ class BatchTarget:
         return self._hidden[s, : len(self.ids[s])]
 
     def _forward(self, lo: int, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, starts: list[int]):
-        self.cache.plan(lo, starts, mask.shape[-1])
+        self.cache.plan(lo, starts, mask.shape[-1])  # mask.shape[-1] <= capacity (see _batch)
         with packed_scope():
             out = self.decoder(
                 input_ids=ids.to(self.device),
@@ -56,27 +56,38 @@ class BatchTarget:
 
     @torch.inference_mode()
     def prefill(self, s: int, ids: list[int], chunk: int) -> bool:
-        want = ids[:-1]
-        L = len(self.ids[s])
-        if self.ids[s] != want[:L]:
-            raise RuntimeError("prefill: slot holds other tokens (free it first)")
-        rest = want[L : L + chunk]
-        if rest:
-            q = len(rest)
-            mask = torch.full((1, 1, q, L + q), self._blocked, dtype=self.dtype)
-            mask[0, 0, :, :L] = 0
-            mask[0, 0, :, L:] = torch.triu(torch.full((q, q), self._blocked, dtype=self.dtype), 1)
-            pos = torch.arange(L, L + q).view(1, -1)
-            h = self._forward(s, torch.tensor([rest]), pos, mask, [L])[0]
-            self._hidden[s, L : L + q] = h
-            self.ids[s].extend(rest)
-            self.cache.lengths[s] = L + q
-        return len(self.ids[s]) == len(want)
+        return self.prefill_many([(s, ids)], chunk)[0]
 
-    def _batch(self, entries: list) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    @torch.inference_mode()
+    def prefill_many(self, rows: list[tuple[int, list[int]]], chunk: int) -> list[bool]:
+        """One forward feeding each (slot, ids) row at most ``chunk`` more tokens of ``ids[:-1]``;
+        per row, True once its cache holds all of them. Rows in between that are not listed take
+        no part (fully masked)."""
+        rests: dict[int, list[int]] = {}
+        for s, ids in rows:
+            L = len(self.ids[s])
+            if self.ids[s] != ids[: min(L, len(ids) - 1)]:
+                raise RuntimeError("prefill: slot holds other tokens (free it first)")
+            rest = ids[L : len(ids) - 1][:chunk]
+            if rest:
+                rests[s] = rest
+        if rests:
+            lo, hi = min(rests), max(rests) + 1
+            entries = [(rests[s][0], Draft.chain(rests[s][1:])) if s in rests else None for s in range(lo, hi)]
+            ids_t, pos, mask, starts = self._batch(entries, lo)
+            h = self._forward(lo, ids_t, pos, mask, starts)
+            for s, rest in rests.items():
+                L, q = len(self.ids[s]), len(rest)
+                self._hidden[s, L : L + q] = h[s - lo, :q]
+                self.ids[s].extend(rest)
+                self.cache.lengths[s] = L + q
+        return [len(self.ids[s]) == len(ids) - 1 for s, ids in rows]
+
+    def _batch(self, entries: list, lo: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+        """Inputs of one forward over slots lo .. lo + len(entries) - 1 (see the module docstring)."""
         B = len(entries)
         Q = max(1 + e[1].n for e in entries if e is not None)
-        starts = [len(self.ids[b]) for b in range(B)]
+        starts = [len(self.ids[lo + b]) for b in range(B)]
         T = min(max(starts) + Q, self.capacity)
         ids = torch.zeros(B, Q, dtype=torch.long)
         pos = torch.zeros(B, Q, dtype=torch.long)
@@ -89,10 +100,13 @@ class BatchTarget:
             L, q = starts[b], 1 + draft.n
             ids[b, 0] = pending
             ids[b, 1:q] = draft.tokens
-            pos[b, :q] = L + torch.tensor([0, *draft.depths()])
+            pos[b, :q] = L + (torch.arange(q) if draft.is_chain else torch.tensor([0, *draft.depths()]))
             pos[b, q:] = L
             mask[b, 0, :q, :L] = 0
-            mask[b, 0, :q, L : L + q] = tree_attention_mask(draft, 0, self.dtype)[0, 0]
+            if draft.is_chain:
+                mask[b, 0, :q, L : L + q] = torch.triu(torch.full((q, q), self._blocked, dtype=self.dtype), 1)
+            else:
+                mask[b, 0, :q, L : L + q] = tree_attention_mask(draft, 0, self.dtype)[0, 0]
         return ids, pos, mask, starts
 
     @torch.inference_mode()
@@ -142,6 +156,3 @@ class BatchTarget:
 
     def nbytes(self) -> int:
         return self.cache.nbytes() + self._hidden.numel() * self._hidden.element_size()
-
-
-_ = Draft  # the entries' drafts are engine.tree.Draft objects
