@@ -6,7 +6,8 @@ same prompt list (client j takes the next unserved prompt), each request through
 ``engine.batch.BatchBackend(max_batch=max(levels))`` at temperature 0; per cell: aggregate
 tokens/s (all tokens / wall time), per-request p50/p95 time to first token and tokens/s, and
 ``identical`` (every request's tokens equal its solo greedy run through the single-request loop,
-which is also the row ``local`` at c = 1: today's one-at-a-time path). ``hf`` adds transformers'
+which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``load`` repeat draft
+and lookup on a backend with the load policy (``adaptive=True``, engine/batch/adapt.py). ``hf`` adds transformers'
 own continuous batching (``model.generate_batch`` with ``max_requests_per_batch = c``, greedy) on
 a second copy of the target (it switches the model's attention implementation), with identity
 checks. ``main(args)`` prints a table and writes ``--json`` and an SVG chart next to it.
@@ -110,6 +111,15 @@ def run_concurrency(engine, prompts: list[str], levels: list[int], methods: list
             rows.append({"row": "batch", "method": m, "c": c, **cell, "identical": out == ref})
             print(f"  c={c:<3} {m:<7} {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
     backend.shutdown(10)
+    adaptive = [m for m in methods if m in ("draft", "lookup")]
+    if adaptive:
+        backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
+        for c in levels:
+            for m in adaptive:
+                cell, out = _cell(backend, ids, spec_of[m], c)
+                rows.append({"row": "load", "method": m, "c": c, **cell, "identical": out == ref})
+                print(f"  c={c:<3} {m}+load {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+        backend.shutdown(10)
     if hf:
         from engine.loading import load_model
 
@@ -136,13 +146,15 @@ def table(result: dict) -> str:
 
 
 def chart(result: dict) -> str:
-    from .svgplot import DASHED, Series, line_chart
+    from .svgplot import DASHED, DOTTED, Series, line_chart
 
     colours = {"none": "#444444", "lookup": "#2ca02c", "draft": "#1f77b4", "medusa": "#ff7f0e", "eagle": "#9467bd"}
     series = []
-    for m in dict.fromkeys(r["method"] for r in result["rows"] if r["row"] == "batch"):
-        pts = [(r["c"], r["tok_s"]) for r in result["rows"] if r["row"] == "batch" and r["method"] == m]
-        series.append(Series(m, [p[0] for p in pts], [p[1] for p in pts], colours.get(m, "#17becf")))
+    for kind, dash in (("batch", ""), ("load", DOTTED)):
+        for m in dict.fromkeys(r["method"] for r in result["rows"] if r["row"] == kind):
+            pts = [(r["c"], r["tok_s"]) for r in result["rows"] if r["row"] == kind and r["method"] == m]
+            label = m if kind == "batch" else f"{m} + load policy"
+            series.append(Series(label, [p[0] for p in pts], [p[1] for p in pts], colours.get(m, "#17becf"), dash))
     hf = [(r["c"], r["tok_s"]) for r in result["rows"] if r["row"] == "hf_cb"]
     if hf:
         series.append(Series("transformers CB", [p[0] for p in hf], [p[1] for p in hf], "#d62728", DASHED))

@@ -33,7 +33,7 @@ from ..verify import verify
 @dataclass(frozen=True)
 class BatchStepEvent(StepEvent):
     """A ``StepEvent`` with what the batch did in this step: ``batch`` = {"rows": requests scored
-    together, "k": the draft size this row was allowed (None = its method's own)}."""
+    together, "k": the draft cap the load policy gave this row (None: its own k)}."""
 
     batch: dict = field(default_factory=dict)
 
@@ -97,6 +97,7 @@ class Row:
     t_propose: float = 0.0
     t_prefill: float = 0.0
     stop: str | None = None  # set by finish when this step ended the request
+    counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted
 
     def __post_init__(self) -> None:
         self.spec = self.handle.request.spec
@@ -148,5 +149,6 @@ class Row:
         self.stats.elapsed_s = t3 - self.t_start
         timings = {"propose": self.t_propose, "score": score_ms, "verify": 1000 * (t3 - t2)}
         self.stop = stop
+        self.counts = (len(verdict.tested), len(verdict.path), draft.n)
         batch = {"rows": rows, "k": self.k_cap}
         return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, draft.n, stop, batch)

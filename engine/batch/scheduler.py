@@ -17,6 +17,9 @@ Contract: ``BatchBackend(engine, max_batch, max_queue, kv_tokens, prefill_chunk)
 A failure in a row's proposer ends that row with "error"; a failure of the shared forward ends
 every row in it with "error"; the thread survives both. ``finished`` keeps the last 256 records.
 ``stats()`` reports slots in use, queue length and KV bytes (for leak tests and a UI).
+``adaptive=True`` calibrates the target's cost per (rows, tokens) at start and lets
+``adapt.LoadPolicy`` cap the draft of every ``k = "auto"`` draft / lookup row each step (0 = plain
+step) to maximise the batch's estimated tokens/s; the cap is in each event's ``batch["k"]``.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from typing import Any
 from ..backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
 from ..config import ConfigError, check_ids
 from ..local import _abandoned
+from .adapt import LoadPolicy
 from .memory import plan_slots
 from .rows import Forks, Row
 from .target import BatchTarget
 
 log = logging.getLogger("specdec.batch")
+ADAPTIVE = ("draft", "lookup")  # chain methods whose k = "auto" the load policy caps
 
 
 class BatchBackend:
@@ -52,6 +57,7 @@ class BatchBackend:
         prefill_chunk: int = 128,
         loader: Callable[[], Any] | None = None,
         name: str = "specdec-batch",
+        adaptive: bool = False,
     ) -> None:
         if (engine is None) == (loader is None):
             raise ValueError("give an engine or a loader, not both")
@@ -72,6 +78,7 @@ class BatchBackend:
         self._arrivals = itertools.count()
         self.finished: collections.deque[Record] = collections.deque(maxlen=256)
         self.steps = 0
+        self.policy = LoadPolicy() if adaptive else None
         if engine is not None:
             self._setup(engine)
         self._thread = threading.Thread(target=self._main, args=(loader,), name=name, daemon=True)
@@ -188,6 +195,8 @@ class BatchBackend:
                 self._load_error = e
                 self._loaded.set()
                 return
+        if self.policy is not None:
+            self.policy.calibrate(self._time_forward, self.slots)
         while True:
             with self._cond:
                 while not self._queue and not self.rows and not self._closing:
@@ -242,6 +251,7 @@ class BatchBackend:
         engine, target = self._engine, self._target
         entries: list = [None] * len(self.rows)
         failed: list[tuple[Row, Exception]] = []
+        self._cap(live)
         for row in live:
             try:
                 entries[row.slot] = row.propose(target.hidden(row.slot), engine.context)
@@ -257,10 +267,37 @@ class BatchBackend:
             self.steps += 1
             for row in live:
                 self._deliver(row, row.finish(engine, target, logits[row.slot], score_ms, len(live)))
+            if self.policy is not None:
+                self.policy.observe_forward(len(entries), max(1 + e[1].n for e in entries if e), score_ms)
+                for row in live:
+                    self.policy.observe_row(row.spec.method, *row.counts, row.t_propose)
         for row, e in failed:
             self._end(row, "error", e)
         for row in [r for r in live if r.stop is not None]:
             self._end(row, row.stop)
+
+    def _cap(self, live: list[Row]) -> None:
+        """With the load policy: one draft cap for the rows whose k is "auto" and whose method drafts
+        a chain (draft, lookup); the others keep their own k."""
+        if self.policy is None:
+            return
+        adaptive = [r for r in live if r.spec.k == "auto" and r.spec.method in ADAPTIVE]
+        if adaptive:
+            k = self.policy.choose([r.spec.method for r in adaptive], len(self.rows))
+            for row in adaptive:
+                row.k_cap = k
+
+    def _time_forward(self, rows: int, q: int) -> float:
+        """A target forward over ``rows`` empty slots of ``q`` tokens, in ms (calibration at start)."""
+        from ..tree import Draft
+
+        entries = [(0, Draft.chain([0] * (q - 1)))] * rows
+        t0 = time.perf_counter()
+        self._target.score(entries)
+        ms = 1000 * (time.perf_counter() - t0)
+        for s in range(rows):
+            self._target.free(s)
+        return ms
 
     @staticmethod
     def _deliver(row: Row, ev) -> None:
