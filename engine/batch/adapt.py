@@ -14,15 +14,19 @@ at (rows, q) when there is one, else a least-squares line in rows * q through wh
 k = 0 is always a candidate and its estimate comes from the same table, so the policy picks
 drafting only where it is estimated to beat not drafting. Until a method has drafted, its alpha is
 a prior (``PRIOR_ALPHA``); every ``EXPLORE`` steps the largest k is tried once so the estimates
-stay current. ``calibrate(time_forward, rows_max)`` seeds T at start (rows 1 and rows_max, q 1
-and 1 + max k). Exactness never depends on any of this: k only bounds what is drafted.
+stay current. ``calibrate(time_fn, rows_max)`` seeds T at start (rows 1 and rows_max, q 1 and
+1 + max k; ``time_forward`` times a ``BatchTarget``); ``cap_rows`` applies a choice to a step's rows.
+Exactness never depends on any of this: k only bounds what is drafted.
 """
 
 from __future__ import annotations
 
+import time
+
 PRIOR_ALPHA = 0.6
 EXPLORE = 32
 DECAY = 0.9
+ADAPTIVE = ("draft", "lookup")  # chain methods whose k = "auto" the policy caps
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -92,10 +96,34 @@ class LoadPolicy:
         self.last = {"rows": rows, "k": best, "est_tok_per_ms": {k: round(r, 4) for k, r in rates.items()}}
         return best
 
-    def calibrate(self, time_forward, rows_max: int, repeats: int = 3) -> None:
-        """Seed the cost table: ``time_forward(rows, q) -> ms`` at the corners."""
+    def calibrate(self, time_fn, rows_max: int, repeats: int = 3) -> None:
+        """Seed the cost table: ``time_fn(rows, q) -> ms`` at the corners."""
         q_max = 1 + max(self.k_choices)
         for rows in sorted({1, rows_max}):
             for q in (1, q_max):
                 for _ in range(repeats):
-                    self.observe_forward(rows, q, time_forward(rows, q))
+                    self.observe_forward(rows, q, time_fn(rows, q))
+
+
+def cap_rows(policy: LoadPolicy, live: list, n_rows: int) -> None:
+    """One draft cap for the rows (``batch.rows.Row``) whose k is "auto" and whose method drafts
+    a chain; the others keep their own k."""
+    adaptive = [r for r in live if r.spec.k == "auto" and r.spec.method in ADAPTIVE]
+    if adaptive:
+        k = policy.choose([r.spec.method for r in adaptive], n_rows)
+        for row in adaptive:
+            row.k_cap = k
+
+
+def time_forward(target, rows: int, q: int) -> float:
+    """A ``BatchTarget`` forward over ``rows`` empty slots of ``q`` tokens, in ms (calibration,
+    before any request holds a slot)."""
+    from ..tree import Draft
+
+    entries = [(0, Draft.chain([0] * (q - 1)))] * rows
+    t0 = time.perf_counter()
+    target.score(entries)
+    ms = 1000 * (time.perf_counter() - t0)
+    for s in range(rows):
+        target.free(s)
+    return ms

@@ -36,13 +36,12 @@ from typing import Any
 from ..backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
 from ..config import ConfigError, check_ids
 from ..local import _abandoned
-from .adapt import LoadPolicy
+from .adapt import LoadPolicy, cap_rows, time_forward
 from .memory import plan_slots
 from .rows import Forks, Row
 from .target import BatchTarget
 
 log = logging.getLogger("specdec.batch")
-ADAPTIVE = ("draft", "lookup")  # chain methods whose k = "auto" the load policy caps
 
 
 class BatchBackend:
@@ -196,7 +195,7 @@ class BatchBackend:
                 self._loaded.set()
                 return
         if self.policy is not None:
-            self.policy.calibrate(self._time_forward, self.slots)
+            self.policy.calibrate(lambda rows, q: time_forward(self._target, rows, q), self.slots)
         while True:
             with self._cond:
                 while not self._queue and not self.rows and not self._closing:
@@ -251,7 +250,8 @@ class BatchBackend:
         engine, target = self._engine, self._target
         entries: list = [None] * len(self.rows)
         failed: list[tuple[Row, Exception]] = []
-        self._cap(live)
+        if self.policy is not None:
+            cap_rows(self.policy, live, len(self.rows))
         for row in live:
             try:
                 entries[row.slot] = row.propose(target.hidden(row.slot), engine.context)
@@ -275,29 +275,6 @@ class BatchBackend:
             self._end(row, "error", e)
         for row in [r for r in live if r.stop is not None]:
             self._end(row, row.stop)
-
-    def _cap(self, live: list[Row]) -> None:
-        """With the load policy: one draft cap for the rows whose k is "auto" and whose method drafts
-        a chain (draft, lookup); the others keep their own k."""
-        if self.policy is None:
-            return
-        adaptive = [r for r in live if r.spec.k == "auto" and r.spec.method in ADAPTIVE]
-        if adaptive:
-            k = self.policy.choose([r.spec.method for r in adaptive], len(self.rows))
-            for row in adaptive:
-                row.k_cap = k
-
-    def _time_forward(self, rows: int, q: int) -> float:
-        """A target forward over ``rows`` empty slots of ``q`` tokens, in ms (calibration at start)."""
-        from ..tree import Draft
-
-        entries = [(0, Draft.chain([0] * (q - 1)))] * rows
-        t0 = time.perf_counter()
-        self._target.score(entries)
-        ms = 1000 * (time.perf_counter() - t0)
-        for s in range(rows):
-            self._target.free(s)
-        return ms
 
     @staticmethod
     def _deliver(row: Row, ev) -> None:
