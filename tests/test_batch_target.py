@@ -45,6 +45,18 @@ def test_chunked_prefill_gives_the_logits_of_a_fresh_forward(pair, prompts):
     _close(got, _fresh(engine, ids))
 
 
+def test_rows_prefilled_together_each_give_a_fresh_forwards_logits(pair, prompts):
+    bt, engine = pair
+    rows = [engine.encode(p) for p in (prompts[6], prompts[7][-80:], prompts[8])]
+    for s in range(3):
+        bt.free(s)
+    while not all(bt.prefill_many(list(enumerate(rows)), 16)):
+        pass
+    got = bt.score([(ids[-1], Draft.empty()) for ids in rows])
+    for s, ids in enumerate(rows):
+        _close(got[s][0], _fresh(engine, ids))
+
+
 def test_each_row_commits_its_own_tree_path(pair, prompts):
     """Three rows of different lengths, each with its own tree; commit a different path per row;
     the next logits of every row equal a fresh forward over that row's committed tokens."""
