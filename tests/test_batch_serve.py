@@ -1,6 +1,6 @@
 """The WebSocket server over ``BatchBackend``: eight concurrent real clients each get the stream
-of its solo run, decoded together (the backend's steps are fewer than the requests' steps), and
-in less wall time than the same eight requests one after another through the same server."""
+of its solo run, decoded together (the backend's steps are fewer than the requests' steps). The
+wall times of the eight at once and one after another are printed, never asserted (project rule)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _run(url: str, requests: list, concurrent: bool) -> tuple[list, float]:
     return out, time.perf_counter() - t0
 
 
-def test_eight_concurrent_clients_each_get_their_solo_stream_faster_than_in_turn(engine, prompts):
+def test_eight_concurrent_clients_each_get_their_solo_stream_in_shared_forwards(engine, prompts):
     requests = [
         (
             prompts[(17 + 3 * i) % len(prompts)][-300:],
@@ -77,5 +77,5 @@ def test_eight_concurrent_clients_each_get_their_solo_stream_faster_than_in_turn
     for i, msgs in enumerate(streams):
         assert check_stream(msgs) == expected[i] == check_stream(seq[i]), f"client {i} got a different stream"
     per_request = sum(sum(1 for m in msgs if m["type"] == "step") for msgs in streams)
-    assert batched_steps < per_request  # rows really shared forwards
-    assert conc_s < seq_s, (conc_s, seq_s)
+    assert batched_steps < per_request  # rows really shared forwards (a structural check, not a timing)
+    print(f"8 clients at once {conc_s:.2f} s, one after another {seq_s:.2f} s")  # measured, never asserted
