@@ -83,6 +83,8 @@ def _result(events) -> dict:
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.backend:  # our engine and a remote server side by side (tools/bench_remote.py)
         from tools.bench_remote import main as bench_main
+    elif args.concurrency:
+        from tools.bench_concurrency import main as bench_main
     else:
         from tools.bench import main as bench_main
 

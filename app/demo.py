@@ -225,6 +225,9 @@ def build_demo(backend) -> gr.Blocks:
 def launch_demo(backend, host: str = "127.0.0.1", port: int | None = 7860, **kwargs):
     """Queue and launch; returns what ``Blocks.launch`` returns (app, local url, share url)."""
     demo = build_demo(backend)
+    for fn in demo.fns.values():  # a batching backend decodes max_batch users' runs at once
+        if fn.concurrency_id == ENGINE["concurrency_id"]:
+            fn.concurrency_limit = max(1, getattr(backend.limits, "max_batch", 1))
     demo.queue(default_concurrency_limit=1, max_size=64)
     kwargs.setdefault("ssr_mode", False)
     return demo, demo.launch(server_name=host, server_port=port, **kwargs)

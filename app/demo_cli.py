@@ -25,10 +25,12 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+    from app.batch_args import add_batch_args
 
     parser.epilog = EPILOG
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port to listen on (default: 7860)")
+    add_batch_args(parser)
     add_model_args(parser)
     from app.backend_arg import add_backend_arg
 
@@ -39,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.args import load_engine
     from app.backend_arg import backend_for
-    from engine.local import LocalBackend
+    from app.batch_args import check_batch_args, make_backend
 
-    backend = backend_for(args, lambda: LocalBackend(load_engine(args)))
+    check_batch_args(args)
+    backend = backend_for(args, lambda: make_backend(args, load_engine(args)))
     from app.demo import launch_demo
 
     where = backend.describe() if hasattr(backend, "describe") else "the embedded engine"

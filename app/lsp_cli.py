@@ -40,6 +40,7 @@ def _host_port(value: str) -> tuple[str, int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+    from app.batch_args import add_batch_args
 
     parser.epilog = EPILOG
     parser.add_argument(
@@ -65,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a second thread gains little and an editor's machine is busy with other work)",
     )
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
+    add_batch_args(parser)
     add_model_args(parser)
     from app.backend_arg import add_backend_arg
 
@@ -76,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from app.args import load_engine
+    from app.batch_args import check_batch_args, make_backend
     from engine.config import ConfigError
     from lsp.completion import Options, OptionsError
     from lsp.server import create
@@ -83,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    check_batch_args(args)
     if args.threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {args.threads}")
     defaults = Options(method=args.method, max_new_tokens=args.max_new_tokens, stop=args.stop)
@@ -99,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
     from app.backend_arg import backend_for
 
-    server = create(loader, defaults, backend_for(args, lambda: None))  # None: the in-process backend
+    local = lambda: make_backend(args, loader=loader) if args.max_batch > 1 else None  # None: in-process
+    server = create(loader, defaults, backend_for(args, local))
     if args.tcp:
         print(f"specdec lsp: listening on {args.tcp[0]}:{args.tcp[1]}", file=sys.stderr, flush=True)
         server.start_tcp(*args.tcp)

@@ -38,6 +38,7 @@ the token may also come from the {TOKEN_ENV} environment variable.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from app.args import add_model_args
+    from app.batch_args import add_batch_args
 
     p.epilog = EPILOG
     g = p.add_argument_group("network and security")
@@ -76,6 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="longest prompt in tokens (default and upper bound: the model's context - 1)",
     )
     lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
+    add_batch_args(p)
     add_model_args(p)
     from app.backend_arg import add_backend_arg
 
@@ -138,19 +140,20 @@ def run(args: argparse.Namespace) -> int:
 
     from app.args import load_engine
     from app.backend_arg import backend_for
+    from app.batch_args import check_batch_args, make_backend
     from app.openai_api import OpenAIServer
     from app.ws_protocol import PROTOCOL_VERSION
     from app.ws_server import ServerConfig, StreamServer
     from engine.config import ConfigError
-    from engine.local import LocalBackend
 
     check_args(args)
+    check_batch_args(args)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     for line in warnings_for(args.host, token):
         print(line, file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        backend = backend_for(args, lambda: LocalBackend(load_engine(args), args.max_queue))
+        backend = backend_for(args, lambda: make_backend(args, load_engine(args), max_queue=args.max_queue))
     except KeyboardInterrupt:
         return 130
     config = ServerConfig(

@@ -92,6 +92,14 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     )
     w.add_argument("--limit", type=_positive, default=None, metavar="N", help="use only the first N prompts")
     w.add_argument(
+        "--concurrency",
+        type=lambda v: [_positive(x) for x in v.split(",")],
+        default=None,
+        metavar="LIST",
+        help="instead: clients at once, e.g. 1,2,4,8,16, through the batching backend (tools/bench_concurrency.py; "
+        "default 16 prompts; --compare-hf adds transformers' continuous batching)",
+    )
+    w.add_argument(
         "--max-new-tokens",
         type=_positive,
         default=128,

@@ -1,0 +1,129 @@
+"""Speculation that adapts to load: one draft cap k per step for the batch's chain rows.
+
+Contract: ``LoadPolicy(k_choices)``. ``observe_forward(rows, q, ms)`` records a target forward
+over ``rows`` rows of ``q`` query tokens each (every row is padded to the longest, so one step's
+cost is a function of (rows, q)); ``observe_row(method, tested, accepted, drafted, propose_ms)``
+records one row's step. ``choose(methods, k_max) -> k`` returns the cap in ``k_choices`` (0 = a
+plain step for everyone) that maximises the estimated batch tokens per second
+
+    sum_i E_i(k) / (T(rows, 1 + k) + sum_i k c_i),   E_i(k) = (1 - a_i^(k+1)) / (1 - a_i)
+
+with a_i the method's measured acceptance (accepted / tested, the i.i.d. alpha of Leviathan et
+al.), c_i its measured propose cost per drafted token, and T the forward cost: the EWMA measured
+at (rows, q) when there is one, else a least-squares line in rows * q through what was measured.
+k = 0 is always a candidate and its estimate comes from the same table, so the policy picks
+drafting only where it is estimated to beat not drafting. Until a method has drafted, its alpha is
+a prior (``PRIOR_ALPHA``); every ``EXPLORE`` steps the largest k is tried once so the estimates
+stay current. ``calibrate(time_fn, rows_max)`` seeds T at start (rows 1 and rows_max, q 1 and
+1 + max k; ``time_forward`` times a ``BatchTarget``); ``cap_rows`` applies a choice to a step's rows.
+Exactness never depends on any of this: k only bounds what is drafted.
+"""
+
+from __future__ import annotations
+
+import time
+
+PRIOR_ALPHA = 0.6
+EXPLORE = 32
+DECAY = 0.9
+ADAPTIVE = ("draft", "lookup")  # chain methods whose k = "auto" the policy caps
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    if k == 0:
+        return 1.0
+    alpha = min(max(alpha, 0.0), 0.999)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+class LoadPolicy:
+    def __init__(self, k_choices: tuple[int, ...] = (0, 1, 2, 3, 4, 6, 8)) -> None:
+        self.k_choices = tuple(sorted(set(k_choices) | {0}))
+        self.cost: dict[tuple[int, int], float] = {}
+        self.tested: dict[str, float] = {}
+        self.accepted: dict[str, float] = {}
+        self.propose: dict[str, float] = {}  # ms per drafted token
+        self.steps = 0
+        self.last: dict = {}
+
+    def observe_forward(self, rows: int, q: int, ms: float) -> None:
+        key = (rows, q)
+        old = self.cost.get(key)
+        self.cost[key] = ms if old is None else 0.8 * old + 0.2 * ms
+
+    def observe_row(self, method: str, tested: int, accepted: int, drafted: int, propose_ms: float) -> None:
+        if tested:
+            self.tested[method] = DECAY * self.tested.get(method, 0.0) + tested
+            self.accepted[method] = DECAY * self.accepted.get(method, 0.0) + accepted
+        if drafted:
+            per = propose_ms / drafted
+            old = self.propose.get(method)
+            self.propose[method] = per if old is None else 0.8 * old + 0.2 * per
+
+    def alpha(self, method: str) -> float:
+        t = self.tested.get(method, 0.0)
+        return self.accepted.get(method, 0.0) / t if t > 0.5 else PRIOR_ALPHA
+
+    def forward_ms(self, rows: int, q: int) -> float:
+        if (rows, q) in self.cost:
+            return self.cost[(rows, q)]
+        pts = [(r * qq, ms) for (r, qq), ms in self.cost.items()]
+        if not pts:
+            return 1.0 + 0.1 * rows * q
+        if len({x for x, _ in pts}) < 2:
+            return pts[0][1]
+        n = len(pts)
+        mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+        var = sum((x - mx) ** 2 for x, _ in pts)
+        b = max(0.0, sum((x - mx) * (y - my) for x, y in pts) / var)
+        return max(1e-3, my + b * (rows * q - mx))
+
+    def choose(self, methods: list[str], rows: int, k_max: int = 8) -> int:
+        """The cap for this step's adaptive chain rows (``methods``: one entry per such row;
+        ``rows``: all rows in the forward)."""
+        self.steps += 1
+        ks = [k for k in self.k_choices if k <= k_max]
+        if self.steps % EXPLORE == 0:
+            return ks[-1]
+        best, best_rate = 0, -1.0
+        rates = {}
+        for k in ks:
+            tokens = sum(expected_tokens(self.alpha(m), k) for m in methods)
+            ms = self.forward_ms(rows, 1 + k) + sum(k * self.propose.get(m, 0.0) for m in methods)
+            rates[k] = tokens / ms
+            if rates[k] > best_rate * 1.0001:
+                best, best_rate = k, rates[k]
+        self.last = {"rows": rows, "k": best, "est_tok_per_ms": {k: round(r, 4) for k, r in rates.items()}}
+        return best
+
+    def calibrate(self, time_fn, rows_max: int, repeats: int = 3) -> None:
+        """Seed the cost table: ``time_fn(rows, q) -> ms`` at the corners."""
+        q_max = 1 + max(self.k_choices)
+        for rows in sorted({1, rows_max}):
+            for q in (1, q_max):
+                for _ in range(repeats):
+                    self.observe_forward(rows, q, time_fn(rows, q))
+
+
+def cap_rows(policy: LoadPolicy, live: list, n_rows: int) -> None:
+    """One draft cap for the rows (``batch.rows.Row``) whose k is "auto" and whose method drafts
+    a chain; the others keep their own k."""
+    adaptive = [r for r in live if r.spec.k == "auto" and r.spec.method in ADAPTIVE]
+    if adaptive:
+        k = policy.choose([r.spec.method for r in adaptive], n_rows)
+        for row in adaptive:
+            row.k_cap = k
+
+
+def time_forward(target, rows: int, q: int) -> float:
+    """A ``BatchTarget`` forward over ``rows`` empty slots of ``q`` tokens, in ms (calibration,
+    before any request holds a slot)."""
+    from ..tree import Draft
+
+    entries = [(0, Draft.chain([0] * (q - 1)))] * rows
+    t0 = time.perf_counter()
+    target.score(entries)
+    ms = 1000 * (time.perf_counter() - t0)
+    for s in range(rows):
+        target.free(s)
+    return ms

@@ -1,0 +1,154 @@
+"""One request inside the batch: its state and the per-row phases of a step.
+
+Contract: ``Row`` holds what ``engine/session.py``'s loop keeps in local variables (committed
+tokens, generator, detokenizer, stats, the proposer) plus its slot. A step of the batch is
+``propose`` for every row, ONE ``BatchTarget.score`` over all rows, then ``finish`` for every row:
+verify with the row's own sampling parameters and generator (``engine/verify.py``, the one
+verifier), commit the row's own accepted path, and build its ``StepEvent`` with the same helpers
+as the single-request loop (``session._pieces``), so a row's tokens and events are those of its
+solo run whatever shares the batch (up to the float rounding discussed in docs/batching.md).
+``Forks`` hands each row a proposer of its own for methods that keep state (the draft model's
+KV cache, EAGLE's), so rows never make each other resynchronise; stateless ones are shared.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import methods as M
+from ..detok import Detokenizer
+from ..events import Stats, StepEvent
+from ..proposers.base import Context
+from ..sampling import to_probs
+from ..session import _generator, _pieces
+from ..tree import Draft
+from ..verify import verify
+
+
+@dataclass(frozen=True)
+class BatchStepEvent(StepEvent):
+    """A ``StepEvent`` with what the batch did in this step: ``batch`` = {"rows": requests scored
+    together, "k": the draft cap the load policy gave this row (None: its own k)}."""
+
+    batch: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "batch": dict(self.batch)}
+
+
+class Forks:
+    """Per-row proposer copies for stateful proposers, recycled when rows end."""
+
+    STATEFUL = ("draft", "eagle")
+
+    def __init__(self, proposers: dict) -> None:
+        self.proposers, self.free = proposers, {name: [] for name in proposers}
+
+    def take(self, method: str):
+        base = self.proposers[method]
+        if method not in self.STATEFUL:
+            return base
+        return self.free[method].pop() if self.free[method] else _fork(base)
+
+    def give(self, method: str, proposer) -> None:
+        if method in self.STATEFUL:
+            self.free[method].append(proposer)
+
+
+def _fork(p):
+    """A copy sharing the weights with fresh per-request state (the proposers resynchronise by
+    longest common prefix, so any fresh or recycled state is correct)."""
+    f = copy.copy(p)
+    if p.name == "draft":
+        from ..proposers.draft import AcceptanceTracker
+
+        runner = f.runner = copy.copy(p.runner)
+        if hasattr(runner, "cache"):
+            from .. import cache as kv
+
+            runner.cache = kv.new_cache(len(p.runner.cache.layers), 64)
+        else:
+            runner.k, runner.v, runner.length = torch.zeros_like(p.runner.k), torch.zeros_like(p.runner.v), 0
+        f.ids, f.tracker, f.step_ms = [], AcceptanceTracker(), None
+    elif p.name == "eagle":
+        f.kv, f.ids = p.decoder.new_kv(p.kv.k.shape[1]), []
+    return f
+
+
+@dataclass(eq=False)
+class Row:
+    handle: Any
+    ids: list[int]
+    proposer: Any
+    slot: int
+    prefilled: bool = False
+    tokens: list[int] = field(default_factory=list)
+    produced: int = 0
+    step: int = 0
+    target_ms: float | None = None
+    k_cap: int | None = None  # the scheduler's cap on this row's draft this step (None: the method's)
+    draft: Draft | None = None
+    t_start: float = field(default_factory=time.perf_counter)
+    t_propose: float = 0.0
+    t_prefill: float = 0.0
+    stop: str | None = None  # set by finish when this step ended the request
+    counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted
+
+    def __post_init__(self) -> None:
+        self.spec = self.handle.request.spec
+        self.corpus = tuple(self.handle.request.corpus)
+        self.tokens = list(self.ids)
+        self.gen = _generator(self.spec)
+        self.k_max = M.k_max(self.spec.method, self.spec.k)
+        self.stats = Stats()
+        self.detok = None
+
+    def start(self, tokenizer, prefill_s: float) -> None:
+        self.prefilled = True
+        self.stats = Stats(prefill_s=prefill_s)
+        self.detok = Detokenizer(tokenizer, self.ids)
+
+    def propose(self, hidden: torch.Tensor, context: int) -> tuple[int, Draft]:
+        t0 = time.perf_counter()
+        self.step += 1
+        budget = min(self.spec.max_new_tokens - self.produced - 1, context - len(self.tokens))
+        k_max = self.k_max if self.k_cap is None else min(self.k_cap, self.k_max or self.k_cap)
+        draft = Draft.empty()
+        if budget > 0 and k_max != 0:
+            ctx = Context(self.tokens, self.spec, budget, k_max, self.gen, hidden, self.target_ms, self.corpus)
+            draft = self.proposer.propose(ctx)
+        self.draft, self.t_propose = draft, 1000 * (time.perf_counter() - t0)
+        return self.tokens[-1], draft
+
+    def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
+        t2 = time.perf_counter()
+        sp, draft = self.spec.sampling, self.draft
+        self.target_ms = score_ms if self.target_ms is None else 0.8 * self.target_ms + 0.2 * score_ms
+        p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
+        verdict = verify(draft, p, self.gen)
+        target.commit(self.slot, verdict.path)
+        room = self.spec.max_new_tokens - self.produced
+        pieces, new, stop = _pieces(engine, draft, verdict, self.step, self.detok, room)
+        self.tokens.extend(new)
+        self.produced += len(new)
+        if stop is None and len(self.tokens) >= engine.context:
+            stop = "context"
+        depths = draft.depths()
+        self.stats.record(
+            [depths[i] for i in range(draft.n)],
+            [depths[t[0]] for t in verdict.tested],
+            [depths[i] for i in verdict.path],
+            len(new),
+        )
+        t3 = time.perf_counter()
+        self.stats.elapsed_s = t3 - self.t_start
+        timings = {"propose": self.t_propose, "score": score_ms, "verify": 1000 * (t3 - t2)}
+        self.stop = stop
+        self.counts = (len(verdict.tested), len(verdict.path), draft.n)
+        batch = {"rows": rows, "k": self.k_cap}
+        return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, draft.n, stop, batch)

@@ -1,0 +1,306 @@
+"""``BatchBackend``: the ``Backend`` protocol (``engine/backend.py``) over a continuous batch.
+
+Contract: ``BatchBackend(engine, max_batch, max_queue, kv_tokens, prefill_chunk)`` (or
+``loader=fn`` as ``LocalBackend``). One model thread runs this loop until shutdown:
+1. admit: while a slot is free, the oldest queued request becomes a row in the next free slot
+   (running rows always occupy slots 0..n-1); the rest wait in the bounded FIFO queue (``Busy``
+   when ``max_queue`` already wait);
+2. drop: rows cancelled (``cancel``, shutdown, abandoned) end now, their slot is freed and the last
+   row moves into it: a cancel removes a row within one step, and the step in flight when it came
+   is not delivered;
+3. prefill: every row still prefilling gets one chunk of at most ``prefill_chunk`` prompt tokens,
+   all in one forward of their own, so a newcomer's long prompt stalls running rows by one chunk
+   per step (and a row whose prefill completes takes its first step in the same iteration);
+4. step: every prefilled row proposes with its own method and settings, ONE target forward scores
+   all rows (``BatchTarget.score``), each row verifies and commits its own path and gets its event
+   (``BatchStepEvent``, with the batch size); rows that stopped end and free their slot.
+A failure in a row's proposer ends that row with "error"; a failure of the shared forward ends
+every row in it with "error"; the thread survives both. ``finished`` keeps the last 256 records.
+``stats()`` reports slots in use, queue length and KV bytes (for leak tests and a UI).
+``adaptive=True`` calibrates the target's cost per (rows, tokens) at start and lets
+``adapt.LoadPolicy`` cap the draft of every ``k = "auto"`` draft / lookup row each step (0 = plain
+step) to maximise the batch's estimated tokens/s; the cap is in each event's ``batch["k"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
+from ..config import ConfigError, check_ids
+from ..local import _abandoned
+from .adapt import LoadPolicy, cap_rows, time_forward
+from .memory import plan_slots
+from .rows import Forks, Row
+from .target import BatchTarget
+
+log = logging.getLogger("specdec.batch")
+
+
+class BatchBackend:
+    capabilities = Capabilities()
+
+    def __init__(
+        self,
+        engine: Any = None,
+        max_batch: int = 8,
+        max_queue: int = 64,
+        kv_tokens: int | None = None,
+        prefill_chunk: int = 128,
+        loader: Callable[[], Any] | None = None,
+        name: str = "specdec-batch",
+        adaptive: bool = False,
+    ) -> None:
+        if (engine is None) == (loader is None):
+            raise ValueError("give an engine or a loader, not both")
+        if max_batch < 1 or max_queue < 1 or prefill_chunk < 1:
+            raise ValueError("max_batch, max_queue and prefill_chunk must be >= 1")
+        self.max_batch, self.max_queue, self.kv_tokens, self.prefill_chunk = (
+            max_batch,
+            max_queue,
+            kv_tokens,
+            prefill_chunk,
+        )
+        self._engine, self._load_error, self._target = engine, None, None
+        self._loaded = threading.Event()
+        self._cond = threading.Condition()
+        self._queue: collections.deque[Handle] = collections.deque()
+        self.rows: list[Row] = []
+        self._closing = False
+        self._arrivals = itertools.count()
+        self.finished: collections.deque[Record] = collections.deque(maxlen=256)
+        self.steps = 0
+        self.policy = LoadPolicy() if adaptive else None
+        if engine is not None:
+            self._setup(engine)
+        self._thread = threading.Thread(target=self._main, args=(loader,), name=name, daemon=True)
+        self._thread.start()
+
+    def _setup(self, engine: Any) -> None:
+        self.slots, self.capacity = plan_slots(engine.target.model, engine.context, self.max_batch, self.kv_tokens)
+        self._target = BatchTarget(engine.target.model, self.slots, self.capacity, engine.target.vocab)
+        self._forks = Forks(engine.proposers)
+        self._loaded.set()
+
+    # -- readiness and what the engine offers (as LocalBackend) ----------------------------------------
+    def wait_ready(self, timeout: float | None = None) -> Any:
+        if not self._loaded.wait(timeout):
+            raise TimeoutError("the models are still loading")
+        if self._load_error is not None:
+            raise self._load_error
+        return self._engine
+
+    async def ready(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._loaded.wait)
+        self.wait_ready(0)
+
+    @property
+    def engine(self) -> Any:
+        return self.wait_ready()
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return self.engine.methods
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(context=self.engine.context, max_queue=self.max_queue, max_batch=self.slots)
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return not self.rows and not self._queue
+
+    def stats(self) -> dict:
+        with self._cond:
+            rows, queued = len(self.rows), len(self._queue)
+        return {"rows": rows, "queued": queued, "slots": self.slots, "kv_bytes": self._target.nbytes()}
+
+    def encode(self, text: str) -> list[int]:
+        tok = self.engine.tokenizer
+        backend = getattr(tok, "backend_tokenizer", None)
+        if backend is not None:
+            return backend.encode(text, add_special_tokens=False).ids
+        return tok.encode(text, add_special_tokens=False)
+
+    # -- requests -----------------------------------------------------------------------------------
+    def submit(self, request: Request) -> Handle:
+        engine = self.engine
+        if request.spec.method not in engine.methods:
+            engine.proposer(request.spec.method)  # raises ConfigError naming what is available
+        prompt = request.prompt
+        ids = check_ids(self.encode(prompt) if isinstance(prompt, str) else prompt, engine.context)
+        handle = Handle(request, self)
+        handle._ids = ids
+        with self._cond:
+            if self._closing:
+                raise ShuttingDown("the server is shutting down and takes no new requests")
+            if len(self._queue) >= self.max_queue:
+                raise Busy(f"the queue is full ({self.max_queue} requests waiting); try again later")
+            handle.seq = next(self._arrivals)
+            self._queue.append(handle)
+            self._cond.notify()
+        return handle
+
+    def cancel(self, handle: Handle, reason: str = "cancelled") -> None:
+        with self._cond:
+            queued = handle in self._queue
+            if queued:
+                self._queue.remove(handle)
+            elif handle.cancel_reason is None and any(r.handle is handle for r in self.rows):
+                handle.steps_at_cancel, handle.cancel_reason = handle.steps, reason
+        if queued:
+            handle._end(reason)
+            self._forget(handle)
+
+    def shutdown(self, timeout: float | None = 60.0) -> bool:
+        with self._cond:
+            self._closing = True
+            dropped = list(self._queue)
+            self._queue.clear()
+            for row in self.rows:
+                if row.handle.cancel_reason is None:
+                    row.handle.steps_at_cancel, row.handle.cancel_reason = row.handle.steps, "shutdown"
+            self._cond.notify_all()
+        for handle in dropped:
+            handle._end("shutdown")
+            self._forget(handle)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _forget(self, handle: Handle) -> None:
+        handle._ids = None
+        self.finished.append(handle.record())
+
+    # -- the model thread ---------------------------------------------------------------------------
+    def _main(self, loader: Callable[[], Any] | None) -> None:
+        if loader is not None:
+            try:
+                self._engine = loader()
+                self._setup(self._engine)
+            except BaseException as e:  # noqa: BLE001 - re-raised to whoever waits for the engine
+                self._load_error = e
+                self._loaded.set()
+                return
+        if self.policy is not None:
+            self.policy.calibrate(lambda rows, q: time_forward(self._target, rows, q), self.slots)
+        while True:
+            with self._cond:
+                while not self._queue and not self.rows and not self._closing:
+                    self._cond.wait()
+                if self._closing and not self._queue and not self.rows:
+                    return
+                self._admit()
+            try:
+                self._iteration()
+            except BaseException as e:  # noqa: BLE001 - the model thread must outlive any request
+                log.exception("batch step failed")
+                for row in list(self.rows):
+                    self._end(row, "error", e)
+
+    def _admit(self) -> None:
+        """Under the lock: queued requests take free slots, oldest first."""
+        while self._queue and len(self.rows) < self.slots:
+            handle = self._queue.popleft()
+            method = handle.request.spec.method
+            row = Row(handle, handle._ids, self._forks.take(method), len(self.rows))
+            self.rows.append(row)
+            handle._begin()
+
+    def _iteration(self) -> None:
+        for row in [r for r in self.rows if r.handle.cancel_reason is not None]:
+            self._end(row, row.handle.cancel_reason)
+        waiting = [r for r in self.rows if not r.prefilled]
+        if waiting:
+            self._prefill(waiting)
+        live = [r for r in self.rows if r.prefilled]
+        if live:
+            self._step(live)
+
+    def _prefill(self, rows: list[Row]) -> None:
+        """One chunk for every row still prefilling, in one forward."""
+        t0 = time.perf_counter()
+        try:
+            done = self._target.prefill_many([(r.slot, r.ids) for r in rows], self.prefill_chunk)
+        except Exception as e:  # noqa: BLE001 - these rows fail, never the batch
+            log.exception("prefill failed")
+            for row in rows:
+                self._target.free(row.slot)
+                self._end(row, "error", e)
+            return
+        dt = time.perf_counter() - t0
+        for row, ok in zip(rows, done):
+            row.t_prefill += dt
+            if ok:
+                row.start(self._engine.tokenizer, row.t_prefill)
+
+    def _step(self, live: list[Row]) -> None:
+        engine, target = self._engine, self._target
+        entries: list = [None] * len(self.rows)
+        failed: list[tuple[Row, Exception]] = []
+        if self.policy is not None:
+            cap_rows(self.policy, live, len(self.rows))
+        for row in live:
+            try:
+                entries[row.slot] = row.propose(target.hidden(row.slot), engine.context)
+            except Exception as e:  # noqa: BLE001 - one row fails, never the batch
+                if not isinstance(e, ConfigError):
+                    log.exception("request %r failed", row.handle.request.id)
+                failed.append((row, e))
+        live = [r for r in live if entries[r.slot] is not None]
+        if live:
+            t0 = time.perf_counter()
+            logits = target.score(entries)
+            score_ms = 1000 * (time.perf_counter() - t0)
+            self.steps += 1
+            for row in live:
+                self._deliver(row, row.finish(engine, target, logits[row.slot], score_ms, len(live)))
+            if self.policy is not None:
+                self.policy.observe_forward(len(entries), max(1 + e[1].n for e in entries if e), score_ms)
+                for row in live:
+                    self.policy.observe_row(row.spec.method, *row.counts, row.t_propose)
+        for row, e in failed:
+            self._end(row, "error", e)
+        for row in [r for r in live if r.stop is not None]:
+            self._end(row, row.stop)
+
+    @staticmethod
+    def _deliver(row: Row, ev) -> None:
+        handle = row.handle
+        handle.steps += 1
+        if handle.cancel_reason is not None:  # cancelled during this step: not delivered
+            row.stop = None
+            return
+        handle._push(ev)
+        if ev.stop is None and _abandoned(handle):
+            handle.steps_at_cancel, handle.cancel_reason = handle.steps, "abandoned"
+
+    def _end(self, row: Row, stop: str, error: BaseException | None = None) -> None:
+        """End a row's request and free its slot; the last row moves into it."""
+        with self._cond:
+            if row not in self.rows:
+                return
+            last = self.rows[-1]
+            self.rows.remove(row)
+            if last is not row:
+                self._target.move(last.slot, row.slot)
+                last.slot = row.slot
+                self.rows.remove(last)
+                self.rows.insert(row.slot, last)
+            self._target.free(len(self.rows))
+        self._forks.give(row.spec.method, row.proposer)
+        if not row.handle.ended:
+            row.handle._end(stop, error)
+        self._forget(row.handle)

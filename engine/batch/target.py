@@ -1,0 +1,158 @@
+"""The target over many rows: chunked prefill of one slot, ONE ragged scoring forward for all rows,
+per-row commit of the accepted path.
+
+Contract (per slot s, the batched form of ``engine/target.py``'s invariant I1): between steps the
+cache slot holds the KV of exactly ``ids[s]``, every committed token of that row except its pending
+one; ``hidden(s)`` is the LM head's input at each of those positions (what Medusa and EAGLE read).
+- ``prefill(s, ids, chunk)`` feeds at most ``chunk`` more tokens of ``ids[:-1]``; True when done.
+- ``score(entries)``: ``entries[b]`` is ``(pending, draft)`` for slot b, or None for a slot that
+  takes no part (still prefilling). One forward over ``[B, Q]`` tokens, Q = the longest
+  ``1 + draft.n``; row b's query i sits at position ``len(ids[b]) + depth(i)`` and sees, through
+  one additive mask ``[B, 1, Q, T]``, its own prefix and its own tree ancestors, nothing else
+  (padding and other rows' garbage are blocked). Returns per slot the float32 logits
+  ``[1 + n, V]`` (row 0 after the pending token), or None.
+- ``commit(s, path)`` keeps the pending token and the accepted nodes of slot s, in order.
+- ``move(src, dst)`` relocates a row (the scheduler keeps running rows in slots 0..n-1); ``free``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..packed import pack_linears, packed_scope
+from ..tree import Draft, tree_attention_mask
+from .slots import SlotCache
+
+
+class BatchTarget:
+    def __init__(self, model: torch.nn.Module, slots: int, capacity: int, vocab: int | None = None) -> None:
+        self.model = model.eval()
+        pack_linears(model)
+        self.decoder = model.get_decoder()
+        self.lm_head = model.get_output_embeddings()
+        self.dtype = self.lm_head.weight.dtype
+        self.device = self.lm_head.weight.device
+        self.cache = SlotCache(model.config.num_hidden_layers, slots, capacity)
+        self.capacity, self.vocab = capacity, vocab
+        self.ids: list[list[int]] = [[] for _ in range(slots)]
+        self._hidden = torch.zeros(slots, capacity, model.config.hidden_size, dtype=self.dtype, device=self.device)
+        self._scored: list = [None] * slots
+        self._blocked = torch.finfo(self.dtype).min
+
+    def hidden(self, s: int) -> torch.Tensor:
+        return self._hidden[s, : len(self.ids[s])]
+
+    def _forward(self, lo: int, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, starts: list[int]):
+        self.cache.plan(lo, starts, mask.shape[-1])  # mask.shape[-1] <= capacity (see _batch)
+        with packed_scope():
+            out = self.decoder(
+                input_ids=ids.to(self.device),
+                position_ids=pos.to(self.device),
+                attention_mask=mask.to(self.device),
+                cache=self.cache,
+                use_cache=True,
+            )
+        return out.last_hidden_state
+
+    @torch.inference_mode()
+    def prefill(self, s: int, ids: list[int], chunk: int) -> bool:
+        return self.prefill_many([(s, ids)], chunk)[0]
+
+    @torch.inference_mode()
+    def prefill_many(self, rows: list[tuple[int, list[int]]], chunk: int) -> list[bool]:
+        """One forward feeding each (slot, ids) row at most ``chunk`` more tokens of ``ids[:-1]``;
+        per row, True once its cache holds all of them. Rows in between that are not listed take
+        no part (fully masked)."""
+        rests: dict[int, list[int]] = {}
+        for s, ids in rows:
+            L = len(self.ids[s])
+            if self.ids[s] != ids[: min(L, len(ids) - 1)]:
+                raise RuntimeError("prefill: slot holds other tokens (free it first)")
+            rest = ids[L : len(ids) - 1][:chunk]
+            if rest:
+                rests[s] = rest
+        if rests:
+            lo, hi = min(rests), max(rests) + 1
+            entries = [(rests[s][0], Draft.chain(rests[s][1:])) if s in rests else None for s in range(lo, hi)]
+            ids_t, pos, mask, starts = self._batch(entries, lo)
+            h = self._forward(lo, ids_t, pos, mask, starts)
+            for s, rest in rests.items():
+                L, q = len(self.ids[s]), len(rest)
+                self._hidden[s, L : L + q] = h[s - lo, :q]
+                self.ids[s].extend(rest)
+                self.cache.lengths[s] = L + q
+        return [len(self.ids[s]) == len(ids) - 1 for s, ids in rows]
+
+    def _batch(self, entries: list, lo: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+        """Inputs of one forward over slots lo .. lo + len(entries) - 1 (see the module docstring)."""
+        B = len(entries)
+        Q = max(1 + e[1].n for e in entries if e is not None)
+        starts = [len(self.ids[lo + b]) for b in range(B)]
+        T = min(max(starts) + Q, self.capacity)
+        ids = torch.zeros(B, Q, dtype=torch.long)
+        pos = torch.zeros(B, Q, dtype=torch.long)
+        mask = torch.full((B, 1, Q, T), self._blocked, dtype=self.dtype)
+        mask[:, 0, :, 0] = 0  # padded queries see one key (no all-blocked softmax row); discarded
+        for b, e in enumerate(entries):
+            if e is None:
+                continue
+            pending, draft = e
+            L, q = starts[b], 1 + draft.n
+            ids[b, 0] = pending
+            ids[b, 1:q] = draft.tokens
+            pos[b, :q] = L + (torch.arange(q) if draft.is_chain else torch.tensor([0, *draft.depths()]))
+            pos[b, q:] = L
+            mask[b, 0, :q, :L] = 0
+            if draft.is_chain:
+                mask[b, 0, :q, L : L + q] = torch.triu(torch.full((q, q), self._blocked, dtype=self.dtype), 1)
+            else:
+                mask[b, 0, :q, L : L + q] = tree_attention_mask(draft, 0, self.dtype)[0, 0]
+        return ids, pos, mask, starts
+
+    @torch.inference_mode()
+    def score(self, entries: list) -> list[torch.Tensor | None]:
+        ids, pos, mask, starts = self._batch(entries)
+        h = self._forward(0, ids, pos, mask, starts)
+        real = [(b, 1 + e[1].n) for b, e in enumerate(entries) if e is not None]
+        rows = torch.cat([h[b, :q] for b, q in real])
+        with packed_scope():
+            logits = self.lm_head(rows).float()
+        if self.vocab:
+            logits = logits[:, : self.vocab]
+        out: list[torch.Tensor | None] = [None] * len(entries)
+        at = 0
+        for b, q in real:
+            out[b] = logits[at : at + q]
+            self._scored[b] = (entries[b][0], entries[b][1], h[b, :q])
+            at += q
+        return out
+
+    @torch.inference_mode()
+    def commit(self, s: int, path: tuple[int, ...]) -> None:
+        scored = self._scored[s]
+        if scored is None:
+            raise RuntimeError("commit() without a preceding score()")
+        pending, draft, h = scored
+        L = len(self.ids[s])
+        rows = [0] + [1 + i for i in path]
+        self.cache.keep(s, L, rows)
+        self._hidden[s, L : L + len(rows)] = h[rows]
+        self.ids[s].append(pending)
+        self.ids[s].extend(int(draft.tokens[i]) for i in path)
+        self._scored[s] = None
+
+    @torch.inference_mode()
+    def move(self, src: int, dst: int) -> None:
+        n = len(self.ids[src])
+        self.cache.move(src, dst)
+        self._hidden[dst, :n] = self._hidden[src, :n]
+        self.ids[dst], self.ids[src] = self.ids[src], []
+        self._scored[dst] = self._scored[src] = None
+
+    def free(self, s: int) -> None:
+        self.ids[s] = []
+        self.cache.lengths[s] = 0
+        self._scored[s] = None
+
+    def nbytes(self) -> int:
+        return self.cache.nbytes() + self._hidden.numel() * self._hidden.element_size()

@@ -1,0 +1,56 @@
+"""The load policy (pure logic) and the adaptive batch on the shipped models (still exact)."""
+
+from __future__ import annotations
+
+from engine.backend import Request
+from engine.batch import BatchBackend
+from engine.batch.adapt import LoadPolicy, expected_tokens
+from engine.config import GenerateSpec
+
+
+def test_expected_tokens_is_the_geometric_run():
+    assert expected_tokens(0.5, 0) == 1.0
+    assert abs(expected_tokens(0.5, 2) - 1.75) < 1e-12
+
+
+def _policy(cost) -> LoadPolicy:
+    p = LoadPolicy()
+    for rows in (1, 16):
+        for q in (1, 9):
+            p.observe_forward(rows, q, cost(rows, q))
+    return p
+
+
+def test_flat_cost_and_good_drafts_draft_long():
+    p = _policy(lambda rows, q: 10.0)
+    for _ in range(20):
+        p.observe_row("lookup", 4, 4, 4, 0.0)
+    assert p.choose(["lookup"] * 4, 4) == 8
+
+
+def test_a_full_batch_whose_cost_grows_with_tokens_stops_drafting():
+    p = _policy(lambda rows, q: 5.0 + 2.0 * rows * q)  # compute-bound: every token costs
+    for _ in range(20):
+        p.observe_row("draft", 4, 1, 4, 1.0)
+    assert p.choose(["draft"] * 16, 16) == 0
+    assert p.last["k"] == 0 and set(p.last["est_tok_per_ms"]) >= {0, 1, 8}
+
+
+def test_unmeasured_sizes_come_from_the_fitted_line():
+    p = _policy(lambda rows, q: 1.0 + rows * q)
+    assert abs(p.forward_ms(4, 3) - 13.0) < 1e-6
+
+
+def test_the_adaptive_batch_is_still_exact(engine, prompts):
+    b = BatchBackend(engine, max_batch=4, adaptive=True)
+    try:
+        specs = [GenerateSpec(method=m, max_new_tokens=24) for m in ("draft", "lookup", "none", "draft")]
+        handles = [b.submit(Request(p, s)) for p, s in zip(prompts[5:9], specs)]
+        events = [list(h) for h in handles]
+        got = [[t for ev in evs for t in ev.token_ids] for evs in events]
+        assert got == [engine.generate(p, s).tokens for p, s in zip(prompts[5:9], specs)]
+        caps = {ev.batch["k"] for evs in events[:2] for ev in evs}
+        assert caps and None not in caps  # the policy capped every adaptive row
+        assert all(ev.batch["k"] is None for ev in events[2])  # none keeps its own (empty) draft
+    finally:
+        b.shutdown(10)

@@ -1,0 +1,41 @@
+"""``--max-batch`` / ``--kv-tokens`` on every front end, and the one rule that builds the backend."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from app.batch_args import check_batch_args, make_backend
+from app.cli import build_parser
+from engine.config import ConfigError
+
+
+@pytest.mark.parametrize("cmd", ["serve", "demo", "lsp"])
+def test_every_front_end_takes_the_batch_flags(cmd):
+    args = build_parser().parse_args([cmd, "--max-batch", "4", "--kv-tokens", "4096"])
+    assert (args.max_batch, args.kv_tokens) == (4, 4096)
+    assert build_parser().parse_args([cmd]).max_batch == 1  # the single-request loop by default
+
+
+def test_bad_values_are_clear_errors():
+    with pytest.raises(ConfigError, match="--max-batch"):
+        check_batch_args(argparse.Namespace(max_batch=0, kv_tokens=None))
+    with pytest.raises(ConfigError, match="--kv-tokens"):
+        check_batch_args(argparse.Namespace(max_batch=2, kv_tokens=0))
+
+
+def test_batch_of_one_is_the_local_backend_and_more_is_the_batch(engine):
+    from engine.batch import BatchBackend
+    from engine.local import LocalBackend
+
+    one = make_backend(argparse.Namespace(max_batch=1, kv_tokens=None), engine)
+    many = make_backend(argparse.Namespace(max_batch=3, kv_tokens=None), engine)
+    try:
+        assert isinstance(one, LocalBackend) and isinstance(many, BatchBackend)
+        assert many.limits.max_batch == 3
+        with pytest.raises(ConfigError, match="kv-tokens"):
+            make_backend(argparse.Namespace(max_batch=3, kv_tokens=5), engine)
+    finally:
+        one.shutdown(5)
+        many.shutdown(5)

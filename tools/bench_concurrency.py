@@ -1,0 +1,183 @@
+"""``specdec bench --concurrency 1,2,4,8,16``: throughput against concurrency, per method.
+
+Contract: ``run_concurrency(engine, prompts, levels, methods, max_new_tokens, hf)`` returns a
+JSON-ready dict. For each concurrency c and each method, c closed-loop clients (threads) share the
+same prompt list (client j takes the next unserved prompt), each request through one
+``engine.batch.BatchBackend(max_batch=max(levels))`` at temperature 0; per cell: aggregate
+tokens/s (all tokens / wall time), per-request p50/p95 time to first token and tokens/s, and
+``identical`` (every request's tokens equal its solo greedy run through the single-request loop,
+which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``load`` repeat draft
+and lookup on a backend with the load policy (``adaptive=True``, engine/batch/adapt.py). ``hf`` adds transformers'
+own continuous batching (``model.generate_batch`` with ``max_requests_per_batch = c``, greedy) on
+a second copy of the target (it switches the model's attention implementation), with identity
+checks. ``main(args)`` prints a table and writes ``--json`` and an SVG chart next to it.
+Speed is measured here, never asserted; run under ``flock /tmp/specdec-bench.lock``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.backend import Request
+from engine.config import GenerateSpec
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def _cell(backend, ids: list[list[int]], spec: GenerateSpec, c: int) -> tuple[dict, list[list[int]]]:
+    out: list = [None] * len(ids)
+    ttft: list[float] = []
+    rates: list[float] = []
+    nxt = iter(range(len(ids)))
+    lock = threading.Lock()
+
+    def client() -> None:
+        while True:
+            with lock:
+                i = next(nxt, None)
+            if i is None:
+                return
+            t0 = time.perf_counter()
+            first, toks = None, []
+            for ev in backend.submit(Request(ids[i], spec)):
+                if first is None:
+                    first = time.perf_counter() - t0
+                toks += ev.token_ids
+            dt = time.perf_counter() - t0
+            with lock:
+                out[i] = toks
+                ttft.append(first or dt)
+                rates.append(len(toks) / dt)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(c)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    tokens = sum(len(t) for t in out)
+    cell = {
+        "tokens": tokens,
+        "wall_s": wall,
+        "tok_s": tokens / wall,
+        "ttft_p50_ms": 1000 * _pct(ttft, 0.5),
+        "ttft_p95_ms": 1000 * _pct(ttft, 0.95),
+        "req_tok_s_p50": _pct(rates, 0.5),
+        "req_tok_s_p5": _pct(rates, 0.05),
+    }
+    return cell, out
+
+
+def _hf_cell(model, ids: list[list[int]], c: int, max_new: int, eos: int) -> tuple[dict, list[list[int]]]:
+    from transformers import GenerationConfig
+    from transformers.generation.continuous_batching.continuous_api import ContinuousBatchingConfig
+
+    gen = GenerationConfig(max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=eos)
+    cb = ContinuousBatchingConfig(max_requests_per_batch=c, num_blocks=16 * c, max_batch_tokens=256 * c)
+    kw = dict(generation_config=gen, continuous_batching_config=cb, persistent_manager=True)
+    model.generate_batch(inputs=ids[:c], **kw)  # untimed: the manager's set-up is paid once here
+    t0 = time.perf_counter()
+    res = model.generate_batch(inputs=ids, **kw)
+    wall = time.perf_counter() - t0
+    model.destroy_cached_continuous_batching_manager()
+    by_order = sorted(res.values(), key=lambda r: int(str(r.request_id).rsplit("_", 1)[-1]))
+    out = [list(r.generated_tokens) for r in by_order]
+    tokens = sum(len(t) for t in out)
+    return {"tokens": tokens, "wall_s": wall, "tok_s": tokens / wall}, out
+
+
+def run_concurrency(engine, prompts: list[str], levels: list[int], methods: list[str], max_new: int, hf: bool):
+    from engine.batch import BatchBackend
+    from engine.local import LocalBackend
+
+    ids = [engine.encode(p) for p in prompts]
+    spec_of = {m: GenerateSpec(method=m, max_new_tokens=max_new) for m in methods}
+    local = LocalBackend(engine)
+    cell, ref = _cell(local, ids, spec_of["none"], 1)
+    local.shutdown(10)
+    rows = [{"row": "local", "method": "none", "c": 1, **cell, "identical": True}]
+    backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)
+    _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))  # warm-up
+    for c in levels:
+        for m in methods:
+            cell, out = _cell(backend, ids, spec_of[m], c)
+            rows.append({"row": "batch", "method": m, "c": c, **cell, "identical": out == ref})
+            print(f"  c={c:<3} {m:<7} {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+    backend.shutdown(10)
+    adaptive = [m for m in methods if m in ("draft", "lookup")]
+    if adaptive:
+        backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
+        for c in levels:
+            for m in adaptive:
+                cell, out = _cell(backend, ids, spec_of[m], c)
+                rows.append({"row": "load", "method": m, "c": c, **cell, "identical": out == ref})
+                print(f"  c={c:<3} {m}+load {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+        backend.shutdown(10)
+    if hf:
+        from engine.loading import load_model
+
+        target = engine.target.model
+        model = load_model(Path(target.config._name_or_path), "target", "cpu", target.dtype)
+        eos = min(engine.eos_ids)
+        for c in [lv for lv in levels if lv >= 8] or levels[-1:]:
+            cell, out = _hf_cell(model, ids, c, max_new, eos)
+            rows.append({"row": "hf_cb", "method": "none", "c": c, **cell, "identical": out == ref})
+            print(f"  c={c:<3} hf_cb   {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+    return {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "rows": rows}
+
+
+def table(result: dict) -> str:
+    lines = [f"{'row':<7}{'method':<8}{'c':>4}{'tok/s':>9}{'ttft p50':>10}{'ttft p95':>10}{'req tok/s':>10}  same"]
+    for r in result["rows"]:
+        p50 = f"{r['ttft_p50_ms']:.0f}" if r.get("ttft_p50_ms") is not None else "-"
+        p95 = f"{r['ttft_p95_ms']:.0f}" if r.get("ttft_p95_ms") is not None else "-"
+        rq = f"{r['req_tok_s_p50']:.1f}" if r.get("req_tok_s_p50") is not None else "-"
+        lines.append(
+            f"{r['row']:<7}{r['method']:<8}{r['c']:>4}{r['tok_s']:>9.1f}{p50:>10}{p95:>10}{rq:>10}  {r['identical']}"
+        )
+    return "\n".join(lines)
+
+
+def chart(result: dict) -> str:
+    from .svgplot import DASHED, DOTTED, Series, line_chart
+
+    colours = {"none": "#444444", "lookup": "#2ca02c", "draft": "#1f77b4", "medusa": "#ff7f0e", "eagle": "#9467bd"}
+    series = []
+    for kind, dash in (("batch", ""), ("load", DOTTED)):
+        for m in dict.fromkeys(r["method"] for r in result["rows"] if r["row"] == kind):
+            pts = [(r["c"], r["tok_s"]) for r in result["rows"] if r["row"] == kind and r["method"] == m]
+            label = m if kind == "batch" else f"{m} + load policy"
+            series.append(Series(label, [p[0] for p in pts], [p[1] for p in pts], colours.get(m, "#17becf"), dash))
+    hf = [(r["c"], r["tok_s"]) for r in result["rows"] if r["row"] == "hf_cb"]
+    if hf:
+        series.append(Series("transformers CB", [p[0] for p in hf], [p[1] for p in hf], "#d62728", DASHED))
+    return line_chart(series, "aggregate tokens/s against concurrency", "concurrent clients", "tokens/s", None)
+
+
+def main(args) -> int:
+    from app.args import load_engine
+
+    from .bench import load_prompts
+
+    prompts = load_prompts(args.prompts, args.limit or 16)
+    engine = load_engine(args)
+    methods = ["none"] + [m for m in (args.methods or engine.methods) if m != "none" and m in engine.methods]
+    result = run_concurrency(engine, prompts, args.concurrency, methods, args.max_new_tokens, args.compare_hf)
+    result["prompts_file"] = str(args.prompts)
+    print(table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        args.json.with_suffix(".svg").write_text(chart(result), encoding="utf-8")
+        print(f"wrote {args.json} and {args.json.with_suffix('.svg')}", file=sys.stderr)
+    return 0
