@@ -77,7 +77,8 @@ def _linears(shapes) -> dict:
         rows = {}
         for r in P.PROBE_ROWS:
             x = torch.randn(r, i, generator=g)
-            rows[str(r)] = _best({"stock": lambda: F.linear(x, w), "packed": lambda: P.linear(x, pw)})
+            stock = lambda x=x, w=w: F.linear(x, w)
+            rows[str(r)] = _best({"stock": stock, "packed": lambda x=x, pw=pw: P.linear(x, pw)})
         out[f"{o}x{i}"] = rows
     return out
 
