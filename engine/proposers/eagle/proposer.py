@@ -4,8 +4,8 @@ Contract: ``Eagle(layer, embed, lm_head, vocab)`` holds the trained ``EagleLayer
 target's own (frozen) input embedding and LM head (the ``packed.Linear`` the target hands over,
 ``Target.head``, whose packed copy the target's own step reads; or an ``nn.Linear`` or a weight).
 It keeps a KV cache of its layer over the pairs (f_j, x_{j+1}) of the committed text, f_j being
-the target's last hidden state at position j (``ctx.hidden``), resynchronised by longest common prefix on every call (no commit or
-rollback hooks). ``propose(ctx)``:
+the target's last hidden state at position j (``ctx.hidden``), resynchronised by longest common
+prefix on every call (no commit or rollback hooks). ``propose(ctx)``:
 
 1. feeds the pairs not yet cached; the output at the last pair (f_t, pending token) is the
    predicted feature f_{t+1}, whose LM-head distribution proposes depth 1;
