@@ -15,8 +15,9 @@ Contract:
   ``clear_plan()`` forgets it, ``get_plan()`` copies it; ``use_packed(shape, rows)`` reads it.
 - ``pack_linears(model) -> int`` gives every ``nn.Linear`` of a float32 CPU model a forward that
   takes the packed path **only inside** ``packed_scope()`` (a thread-local switch) and only where
-  the plan says so; outside the scope the module runs stock ``F.linear``, so the same model object
-  still behaves exactly as transformers built it for anyone else (``generate``, training, tests).
+  the plan says so (a module whose shape the plan never packs keeps its stock forward); outside
+  the scope the module runs stock ``F.linear``, so the same model object still behaves exactly as
+  transformers built it for anyone else (``generate``, training, tests).
   Returns the number of layers hooked; 0 (and nothing changed) where oneDNN is not available, on
   other devices or dtypes, or when ``SPECDEC_PACKED=0`` is set in the environment. Models with
   more than ``MAX_PARAMS`` linear weights are left alone (a packed copy doubles their memory).
@@ -34,6 +35,7 @@ from __future__ import annotations
 import os
 import threading
 import types
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -44,6 +46,7 @@ _state = threading.local()
 PROBE_ROWS = (1, 3, 8, 24)  # the row count timed for each bucket
 _plan: dict[tuple[int, int], tuple[bool, ...]] = {}
 _seen: set[tuple[int, int]] = set()
+_hooked: weakref.WeakSet = weakref.WeakSet()  # modules pack_linears took on
 MAX_PARAMS = 200_000_000  # larger models keep stock linears: packing copies every weight once
 
 
@@ -73,10 +76,22 @@ def bucket(rows: int) -> int:
 
 def set_plan(plan: dict[tuple[int, int], tuple[bool, ...]]) -> None:
     _plan.update({tuple(s): tuple(v) for s, v in plan.items()})
+    _rehook()
 
 
 def clear_plan() -> None:
     _plan.clear()
+    _rehook()
+
+
+def _rehook() -> None:
+    """A hooked module whose shape never takes the packed path gets its stock forward back (the
+    hook's checks cost about a microsecond a call); one that may take it gets the hook."""
+    for module in list(_hooked):
+        if any(_plan.get(module._specdec_shape, ())):
+            module.forward = types.MethodType(_forward, module)
+        else:
+            module.__dict__.pop("forward", None)
 
 
 def get_plan() -> dict[tuple[int, int], tuple[bool, ...]]:
@@ -199,7 +214,9 @@ def pack_module(module: torch.nn.Linear) -> None:
     module._specdec_shape = _remember(module.weight)
     module._specdec_packed = None
     module._specdec_version = _version(module.weight)
-    module.forward = types.MethodType(_forward, module)
+    _hooked.add(module)
+    if any(_plan.get(module._specdec_shape, ())):
+        module.forward = types.MethodType(_forward, module)
 
 
 @contextmanager
