@@ -65,7 +65,7 @@ def decide(timings: dict, margin: float = MARGIN) -> dict:
     return out
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -78,7 +78,7 @@ def _cpu_name() -> str:
 def key_fields(engine) -> dict:
     target = engine.target.model
     return {
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
         "cpus": os.cpu_count(),
         "torch": torch.__version__,
         "device": str(engine.target.device),

@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.calibrate import cpu_name
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 from engine.events import Stats
 from engine.methods import METHODS
@@ -120,6 +121,7 @@ def _machine() -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "torch_threads": torch.get_num_threads(),
+        "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
     }
 
