@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from tools.contention import busy, running
 from tools.bench_args import add_bench_parser
+from tools.contention import busy, running
 
 
 def test_busy_runs_inside_the_block_and_stops_after() -> None:
