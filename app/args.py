@@ -49,6 +49,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--dtype", default="auto", help="float32, float64, bfloat16, float16 or auto (fp32 on CPU, bf16 on CUDA)"
     )
+    g.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="time the engine's speed paths again at load instead of reading the cached timings "
+        "(the cache lives in ~/.cache/specdec; engine/calibrate.py)",
+    )
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
@@ -64,4 +70,5 @@ def load_engine(args: argparse.Namespace):
     from engine.session import Engine
 
     draft = None if args.no_draft else (args.draft or DEFAULT_DRAFT)
-    return Engine.load(args.target or DEFAULT_TARGET, draft, device=args.device, dtype=args.dtype)
+    mode = "recalibrate" if getattr(args, "recalibrate", False) else "auto"
+    return Engine.load(args.target or DEFAULT_TARGET, draft, device=args.device, dtype=args.dtype, calibration=mode)

@@ -54,6 +54,7 @@ class Stats:
     drafted_at: list[int] = field(default_factory=list)
     tested_at: list[int] = field(default_factory=list)
     accepted_at: list[int] = field(default_factory=list)
+    auto_plain: int = 0  # steps where auto k chose plain decoding (k = 0): drafting did not pay
 
     @property
     def alpha(self) -> float | None:
@@ -101,7 +102,16 @@ class Stats:
         """The sum of several runs' counters (ratios are then ratios of sums)."""
         out = cls()
         for s in stats:
-            for f in ("steps", "target_forwards", "drafted", "accepted", "emitted", "elapsed_s", "prefill_s"):
+            for f in (
+                "steps",
+                "target_forwards",
+                "drafted",
+                "accepted",
+                "emitted",
+                "elapsed_s",
+                "prefill_s",
+                "auto_plain",
+            ):
                 setattr(out, f, getattr(out, f) + getattr(s, f))
             out._grow(len(s.drafted_at))
             for mine, theirs in (
@@ -125,6 +135,7 @@ class Stats:
             list(self.drafted_at),
             list(self.tested_at),
             list(self.accepted_at),
+            self.auto_plain,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,12 +28,14 @@ from typing import Any, Literal
 @dataclass(frozen=True)
 class Resources:
     """What an engine loaded, for the factories: the target model, the draft model (or None), the
-    folder where head folders (medusa/, eagle/) may be (or None), the shared vocabulary size."""
+    folder where head folders (medusa/, eagle/) may be (or None), the shared vocabulary size, and
+    the target's LM head wrapper (``Target.head``)."""
 
     target_model: Any
     draft_model: Any = None
     heads_dir: Path | None = None
     vocab: int | None = None
+    lm_head: Any = None  # the target's LM head as Target.head hands it (EAGLE reads the same copy)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def _eagle(res: Resources):
         return None
     from .proposers.eagle import Eagle
 
-    return _loading("eagle", folder, lambda: Eagle.load(folder, res.target_model, res.vocab))
+    return _loading("eagle", folder, lambda: Eagle.load(folder, res.target_model, res.vocab, head=res.lm_head))
 
 
 def _loading(name: str, folder: Path, load: Callable[[], Any]):

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from . import methods as M
+from .calibrate import calibrate
 from .config import ConfigError, GenerateSpec, check_ids
 from .detok import Detokenizer
 from .events import Piece, Stats, StepEvent
@@ -70,12 +71,14 @@ class Engine:
         draft_model: torch.nn.Module | None = None,
         context: int | None = None,
         heads_dir: Path | str | None = None,
+        calibration: str = "auto",
     ) -> None:
         self.tokenizer = tokenizer
         vocab = len(tokenizer)
         self.target = Target(target_model, context, vocab=vocab)
         self.draft_model = draft_model
-        res = M.Resources(target_model, draft_model, Path(heads_dir) if heads_dir is not None else None, vocab)
+        heads = Path(heads_dir) if heads_dir is not None else None
+        res = M.Resources(target_model, draft_model, heads, vocab, lm_head=self.target.head)
         self.proposers: dict[str, Proposer] = {}
         for name, method in M.METHODS.items():
             proposer = method.build(res)
@@ -87,6 +90,7 @@ class Engine:
         self._owner: object | None = None  # the newest stream
         self._live: tuple[int, object] | None = None  # (thread, stream) of the stream running now
         self._guard = threading.Lock()  # for the two fields above only, never held across a step
+        self.calibration = calibrate(self, calibration)  # speed paths by measurement (calibrate.py)
 
     @classmethod
     def load(
@@ -97,12 +101,14 @@ class Engine:
         dtype: str | torch.dtype | None = None,
         heads_dir: Path | str | None = None,
         heads: bool = True,
+        calibration: str = "auto",
     ) -> Engine:
         """``heads_dir`` (default: the target's parent folder, i.e. next to the target) holds the
-        optional ``medusa/`` and ``eagle/`` folders; ``heads=False`` loads none."""
+        optional ``medusa/`` and ``eagle/`` folders; ``heads=False`` loads none. ``calibration``:
+        "auto" (cached timings or a fresh measurement), "recalibrate" or "off" (engine/calibrate.py)."""
         tok, target, draft = load_models(target_dir, draft_dir, device, dtype)
         root = (Path(heads_dir) if heads_dir is not None else Path(target_dir).parent) if heads else None
-        return cls(tok, target, draft, heads_dir=root)
+        return cls(tok, target, draft, heads_dir=root, calibration=calibration)
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -207,6 +213,7 @@ def _steps(
             [depths[i] for i in verdict.path],
             len(new),
         )
+        stats.auto_plain += bool(draft.n == 0 and getattr(proposer, "chose_plain", False))
         t3 = time.perf_counter()
         stats.elapsed_s = t3 - t_start
         yield StepEvent(

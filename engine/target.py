@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from . import cache as kv
-from .packed import pack_linears, packed_scope
+from .packed import Linear, pack_linears, packed_scope
 from .seq import resync
 from .tree import Draft, position_ids, tree_attention_mask
 
@@ -26,9 +26,10 @@ class Target:
 
     def __init__(self, model: torch.nn.Module, context: int | None = None, vocab: int | None = None) -> None:
         self.model = model.eval()
-        self.packed = pack_linears(model)  # oneDNN linears inside this class's forwards only (packed.py)
+        self.packed = pack_linears(model)  # oneDNN linears where calibrated to pay, in these forwards only
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
+        self.head = Linear.shared(self.lm_head)  # what EAGLE reads too: one packed copy (packed.py)
         cfg = model.config
         self.context = int(context or getattr(cfg, "max_position_embeddings", 2048))
         self.n_layers = cfg.num_hidden_layers
@@ -95,8 +96,7 @@ class Target:
         self._scored = draft
         self._scored_hidden = hidden
         self._pending = pending
-        with packed_scope():
-            logits = self.lm_head(hidden).float()
+        logits = self.head(hidden).float()
         return logits[:, : self.vocab] if self.vocab else logits
 
     @torch.inference_mode()

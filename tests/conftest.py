@@ -7,6 +7,8 @@ skip, so a checkout that lost its weights cannot pass.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 
 import pytest
 import torch
@@ -14,6 +16,8 @@ import torch
 from engine.loading import ASSETS, DEFAULT_DRAFT, DEFAULT_TARGET
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# calibration caches its timings per machine (engine/calibrate.py): the suite keeps its own, fresh
+os.environ.setdefault("SPECDEC_CACHE", tempfile.mkdtemp(prefix="specdec-test-cache-"))
 
 
 @pytest.fixture(scope="session")

@@ -37,3 +37,34 @@ def test_alpha_drives_k():
         tr.observe(tokens)
     assert tr.alpha > 0.9
     assert best_k(tr.alpha, 0.05, 8) >= 6 and best_k(0.3, 0.05, 8) <= 3
+
+
+def test_auto_k_chooses_a_plain_step_when_drafting_does_not_pay():
+    from engine.proposers.draft import PROBE_EVERY, choose_k
+
+    assert choose_k(0.9, 0.05, 8) >= 5  # a good cheap draft drafts long
+    assert choose_k(0.2, 0.5, 8) == 0  # alpha below the break-even c: plain decoding
+    assert choose_k(0.55, 0.5, 8) >= 1  # just above it: k = 1 pays
+    assert choose_k(0.0, 0.01, 8) == 0
+    # a run of plain steps probes with one token every PROBE_EVERY steps so alpha stays measured
+    runs = [choose_k(0.2, 0.5, 8, plain_run=n) for n in range(PROBE_EVERY)]
+    assert runs == [0] * (PROBE_EVERY - 1) + [1]
+
+
+def test_engine_counts_auto_plain_steps_and_keeps_the_tokens(engine, prompts):
+    from engine.config import GenerateSpec, SamplingParams
+
+    p = engine.proposers["draft"]
+    spec = lambda m, k="auto": GenerateSpec(method=m, k=k, max_new_tokens=40, sampling=SamplingParams(temperature=0.0))
+    want = engine.generate(prompts[1], spec("none")).tokens
+    saved = p.step_ms
+    p.step_ms = 1e6  # a draft forward that costs far more than the target's: drafting never pays
+    try:
+        res = engine.generate(prompts[1], spec("draft"))
+    finally:
+        p.step_ms = saved
+    assert res.tokens == want
+    assert res.stats.auto_plain >= res.stats.steps // 2 > 0
+    assert res.stats.to_dict()["auto_plain"] == res.stats.auto_plain
+    fixed = engine.generate(prompts[1], spec("draft", 3))  # an explicit k is never overridden
+    assert fixed.tokens == want and fixed.stats.auto_plain == 0 and fixed.stats.drafted > 0

@@ -78,7 +78,7 @@ def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
     rows = make_rows(["none", "draft", "lookup"], ["auto"])
     res = run_bench(engine, prompts, rows, max_new_tokens=8, warmup=0, compare_hf=True, progress=False)
     json.dumps(res)  # JSON-ready
-    assert set(res) == {"config", "methods", "hf"}
+    assert set(res) == {"config", "methods", "hf", "fastest_plain"}
     assert res["config"]["n_prompts"] == 2 and res["config"]["max_new_tokens"] == 8
     assert list(res["methods"]) == ["none", "draft", "lookup"]
     for name, d in res["methods"].items():
@@ -100,7 +100,17 @@ def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
     assert res["hf"]["hf_greedy"]["identical"] == 2, "our `none` differs from transformers' greedy generate"
     assert res["hf"]["hf_lookup"]["settings"]["prompt_lookup_num_tokens"] == 10
     assert res["hf"]["hf_assisted"]["settings"]["num_assistant_tokens"] == 20  # transformers' default
+    fastest = res["fastest_plain"]  # the honest baseline: the faster of none and hf_greedy
+    assert fastest["name"] in ("none", "hf_greedy")
+    plain = max(none["tokens_per_s"], res["hf"]["hf_greedy"]["tokens_per_s"])
+    assert fastest["tokens_per_s"] == plain
+    for d in list(res["methods"].values()) + list(res["hf"].values()):
+        assert d["speedup_vs_fastest_plain"] == pytest.approx(d["tokens_per_s"] / plain)
+        assert d["speedup_vs_fastest_plain"] <= d["speedup"] + 1e-12 or fastest["name"] == "none"
+    assert res["config"]["calibration"]["choices"] == engine.calibration.choices
+    assert "auto_plain_steps" in draft
     table = format_table(res)
+    assert "vs fastest" in table and f"{fastest['name']} at" in table
     for name in ("none", "draft", "lookup", "hf_greedy", "hf_assisted", "hf_lookup", "2/2"):
         assert name in table
 

@@ -14,7 +14,8 @@ Metrics (the design guide's definitions; sums over all prompts, never averages o
   rows and the HF rows alike. ``tokens_per_s`` = sum tokens / sum seconds (aggregate);
   ``tokens_per_s_median`` = median over prompts of the per-prompt rate.
 - speedup = tokens_per_s / tokens_per_s of ``none``; ``speedup_median`` = median over prompts of
-  the per-prompt ratio.
+  the per-prompt ratio. ``speedup_vs_fastest_plain`` = tokens_per_s / that of ``fastest_plain``,
+  the faster of ``none`` and ``hf_greedy`` (when run): the headline figure.
 - tau = emitted / target forwards; alpha = accepted / drafted; alpha_i = accepted_at[i] /
   drafted_at[i]; conditional alpha_i = accepted_at[i] / tested_at[i] (the i.i.d. theory's alpha).
 - identical = prompts whose tokens equal ``none``'s (temperature 0: every exact method must).
@@ -47,6 +48,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.calibrate import cpu_name
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 from engine.events import Stats
 from engine.methods import METHODS
@@ -119,6 +121,7 @@ def _machine() -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "torch_threads": torch.get_num_threads(),
+        "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
     }
 
@@ -203,6 +206,9 @@ def run_bench(
         d.update(_cost_model(r, runs[r.name], target_ms), k=r.k)
         methods[r.name] = d
     hf_out = {name: dict(summary[name], settings=settings) for name, (_, settings) in hf.items()}
+    fastest = fastest_plain(methods, hf_out)
+    for d in list(methods.values()) + list(hf_out.values()):
+        d["speedup_vs_fastest_plain"] = _ratio(d["tokens_per_s"], fastest["tokens_per_s"])
     target = engine.target.model
     config = {
         "models": {
@@ -221,7 +227,20 @@ def run_bench(
         "compare_hf": compare_hf,
         "machine": _machine(),
     }
-    return {"config": config, "methods": methods, "hf": hf_out}
+    cal = getattr(engine, "calibration", None)
+    if cal is not None:
+        config["calibration"] = cal.to_dict()
+    return {"config": config, "methods": methods, "hf": hf_out, "fastest_plain": fastest}
+
+
+def fastest_plain(methods: dict, hf: dict) -> dict:
+    """The faster of our ``none`` and transformers' greedy ``generate`` (when run): the plain
+    decoding a user would otherwise run, and the honest baseline of every speedup."""
+    plain = {"none": methods["none"]}
+    if "hf_greedy" in hf:
+        plain["hf_greedy"] = hf["hf_greedy"]
+    name = max(plain, key=lambda n: plain[n]["tokens_per_s"] or 0.0)
+    return {"name": name, "tokens_per_s": plain[name]["tokens_per_s"]}
 
 
 def _throughput(reps_by_prompt, none_by_prompt, base) -> dict:
@@ -261,6 +280,7 @@ def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
         "r_score": _ratio(_median([ev.timings_ms["score"] for ev in steps]), target_ms),
         "predicted_speedup": None,
         "predicted_speedup_iid": None,
+        "auto_plain_steps": st.auto_plain,  # steps where auto k chose plain decoding
     }
     if row.method == "none":
         out.update(predicted_speedup=1.0, predicted_speedup_iid=1.0, k_mean=0.0)
@@ -321,20 +341,23 @@ def main(args) -> int:
         f"{', '.join(r.name for r in rows)}{' + hf_*' if args.compare_hf else ''}",
         file=sys.stderr,
     )
-    result = run_bench(
-        engine,
-        prompts,
-        rows,
-        args.max_new_tokens,
-        args.warmup,
-        args.compare_hf,
-        args.repeats,
-        args.hf_assistant_tokens,
-        args.hf_lookup_tokens,
-        progress=not args.no_progress,
-    )
+    bench_args = (engine, prompts, rows, args.max_new_tokens, args.warmup, args.compare_hf, args.repeats)
+    hf_args = (args.hf_assistant_tokens, args.hf_lookup_tokens)
+    if getattr(args, "contention", False):
+        from .contention import busy, running
+
+        with busy() as proc:
+            result = run_bench(*bench_args, *hf_args, progress=not args.no_progress)
+            alive = running(proc)
+        result["config"]["contention"] = {"busy_processes": 1, "alive_at_end": alive}
+    else:
+        result = run_bench(*bench_args, *hf_args, progress=not args.no_progress)
+        result["config"]["contention"] = None
     result["config"]["prompts"] = str(args.prompts)
     print(format_table(result))
+    cal = result["config"].get("calibration")
+    if cal is not None:
+        print(engine.calibration.summary())
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

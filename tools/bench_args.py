@@ -27,7 +27,9 @@ Hugging Face rows alike.
 Columns of the table (definitions as in docs/bench.md and the design guide):
   tok/s med   median over prompts of (generated tokens / seconds)
   tok/s agg   total generated tokens / total seconds (long outputs weigh more)
-  speedup     tok/s agg of the row / tok/s agg of `none`, same prompts, same run
+  vs fastest  tok/s agg of the row / tok/s agg of the fastest plain decoding of the run:
+              the faster of `none` and hf_greedy (with --compare-hf): the headline
+  vs none     tok/s agg of the row / tok/s agg of `none`, same prompts, same run
   predicted   speedup predicted by the closed-form theory from this row's measured
               acceptance, mean draft length k and cost ratio c (see docs/bench.md)
   tau         mean accepted length: tokens emitted per target forward, counting the
@@ -161,6 +163,12 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         default=10,
         metavar="L",
         help="prompt_lookup_num_tokens for hf_lookup (default: 10)",
+    )
+    w.add_argument(
+        "--contention",
+        action="store_true",
+        help="run one CPU-bound busy process (started and stopped by the bench) during the timed "
+        "runs, to measure every row under load",
     )
     o = b.add_argument_group("output")
     o.add_argument(

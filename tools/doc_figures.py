@@ -1,4 +1,4 @@
-"""The measured figures in docs/*.md, written from the results JSON in docs/results by one script.
+"""The measured figures in docs/*.md and README.md, written from the results JSON in docs/results.
 
 Contract: a figure in a page is ``<!-- fig:NAME -->TEXT<!-- /fig -->``; TEXT is what NAME gives.
 NAME is either
@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from engine import theory as T
-from tools import theory_table
+from tools import doc_bench, theory_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS, RESULTS = ROOT / "docs", ROOT / "docs" / "results"
@@ -249,7 +249,15 @@ def rows_fit() -> tuple[float, float]:
     return T.fit_verify_cost(d["config"]["rows"], d["ms_median"])
 
 
+README_BENCH, README_EDITS = "bench-cpu-calibrated", "bench-edits-cpu-calibrated"
 FIGURES = {
+    "readme_bench_table": lambda: doc_bench.table(load(README_BENCH)),
+    "readme_edits_table": lambda: doc_bench.table(load(README_EDITS)),
+    "readme_fastest": lambda: doc_bench.fastest(load(README_BENCH)),
+    "readme_none_vs_hf": lambda: doc_bench.ratio(load(README_BENCH), "none", "hf_greedy"),
+    "readme_draft_vs_assisted": lambda: doc_bench.ratio(load(README_BENCH), "draft", "hf_assisted"),
+    "readme_lookup_vs_hf": lambda: doc_bench.ratio(load(README_BENCH), "lookup", "hf_lookup"),
+    "readme_cpu": lambda: load(README_EDITS)["config"]["machine"].get("cpu", "?"),
     "optimal_k_table": theory_table.table,
     "sweep_table": sweep_table,
     "heads_table": heads_table,
@@ -312,13 +320,18 @@ def render(text: str) -> tuple[str, list[str]]:
     return MARK.sub(one, text), drift
 
 
+def pages() -> list[Path]:
+    """Every page whose figures come from the results: docs/*.md and README.md."""
+    return sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite the figures in place")
     ap.add_argument("--check", action="store_true", help="exit 1 if a page differs from the JSON")
     args = ap.parse_args(argv)
     bad = 0
-    for page in sorted(DOCS.glob("*.md")):
+    for page in pages():
         new, drift = render(page.read_text())
         for line in drift:
             print(f"{page.relative_to(ROOT)}: {line}")

@@ -13,7 +13,11 @@ alpha = accepted / (accepted + rejections) (the maximum-likelihood estimate for 
 length), measures the cost ratio c = draft forward time / target forward time, and picks the k in
 [1, k_max] that maximises the expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k (c + v) + 1)),
 v = ``verify_cost``, the extra cost of verifying one more token (a CPU's wider forward is not free,
-a GPU's nearly is); without it a confident draft drafts longer than pays. The request's k
+a GPU's nearly is); without it a confident draft drafts longer than pays. When no k beats plain
+decoding (speedup <= 1), auto k chooses k = 0, a plain step (``choose_k``; every ``PROBE_EVERY``-th
+such step in a row drafts one token to keep measuring alpha), and sets ``chose_plain``, which the
+engine counts in the step stats (``Stats.auto_plain``): speculation is then never slower than
+plain decoding by more than the probes. The request's k
 (``ctx.spec.k``) and the registry's cap for auto (``ctx.k_max``) travel with each call.
 
 ``ctx.spec.confidence`` ends the chain early at a position where the draft's own top probability
@@ -32,11 +36,22 @@ from .. import cache as kv
 from ..lean import LeanLlama
 from ..sampling import sample, to_probs
 from ..seq import common_prefix, resync
-from ..theory import best_k
+from ..theory import optimal_k
 from ..tree import Draft
 from .base import Context
 
 FIRST_K = 4  # drafted until alpha and c are measured (and the cap if a caller gives none)
+PROBE_EVERY = 8  # after this many plain steps chosen by auto k, one 1-token draft re-measures alpha
+
+
+def choose_k(alpha: float, c: float, k_max: int, plain_run: int = 0, probe_every: int = PROBE_EVERY) -> int:
+    """Auto k: the k in [1, k_max] with the best expected speedup (1 - alpha^(k+1)) /
+    ((1 - alpha)(k c + 1)) when it beats plain decoding, else 0 (a plain step), except that the
+    ``probe_every``-th plain step in a row drafts one token so alpha keeps being measured."""
+    k, _ = optimal_k(min(max(alpha, 0.0), 1.0), c, k_max)
+    if k:
+        return k
+    return 1 if plain_run + 1 >= probe_every else 0
 
 
 class AcceptanceTracker:
@@ -105,12 +120,29 @@ class DraftModel:
         # on a CPU, ~0 on a GPU, which verifies a few more tokens almost for free (docs/bench.md)
         self.verify_cost = verify_cost if verify_cost is not None else (0.1 if on_cpu else 0.0)
         capacity = min(int(getattr(model.config, "max_position_embeddings", 2048)), 1024)
-        use_lean = lean and LeanLlama.supports(model)
-        self.runner = LeanLlama(model, capacity) if use_lean else HFRunner(model, capacity)
+        # both forwards where the lean one applies; calibration (engine/calibrate.py) picks one
+        self.runners = {"hf": HFRunner(model, capacity)}
+        if lean and LeanLlama.supports(model):
+            self.runners["lean"] = LeanLlama(model, capacity)
+        self.runner = self.runners["lean" if "lean" in self.runners else "hf"]
         self.ids: list[int] = []
         self.tracker = AcceptanceTracker()
         self.step_ms: float | None = None
+        self.plain_run = 0  # plain steps auto k chose in a row
+        self.chose_plain = False  # the last propose was a plain step by auto k's choice (step stats)
         self.vocab = vocab
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(self.runners)
+
+    def use(self, path: str) -> None:
+        """Draft through ``path`` ("lean" or "hf") from now on; its cache starts empty."""
+        if path not in self.runners:
+            raise ValueError(f"draft path {path!r} not available here: {', '.join(self.runners)}")
+        self.runner = self.runners[path]
+        self.runner.truncate(0)
+        self.ids = []
 
     def current_k(self, ctx: Context) -> int:
         """The request's fixed k, or with k = "auto" the best k up to ``ctx.k_max`` for the
@@ -119,7 +151,8 @@ class DraftModel:
             return int(ctx.spec.k)
         if not ctx.target_ms or not self.step_ms:
             return min(FIRST_K, ctx.k_max or FIRST_K)
-        return best_k(self.tracker.alpha, self.step_ms / ctx.target_ms + self.verify_cost, ctx.k_max or FIRST_K)
+        c = self.step_ms / ctx.target_ms + self.verify_cost
+        return choose_k(self.tracker.alpha, c, ctx.k_max or FIRST_K, self.plain_run)
 
     def _logits(self, tokens: list[int]) -> torch.Tensor:
         logits = self.runner.forward(tokens).float()
@@ -138,6 +171,8 @@ class DraftModel:
     def propose(self, ctx: Context) -> Draft:
         self.tracker.observe(ctx.tokens)
         k = min(self.current_k(ctx), ctx.budget)
+        self.chose_plain = ctx.spec.k == "auto" and k <= 0 < ctx.budget
+        self.plain_run = self.plain_run + 1 if self.chose_plain else 0
         confidence = ctx.spec.confidence
         if k <= 0:
             return Draft.empty()

@@ -10,11 +10,15 @@ are copies: change the module before building, never after); ``attend(f, e, pos,
 writes n new inputs [n, H] at positions ``pos`` [n] into slots kv.length..+n and returns the
 predicted features [n, H]; ``mask`` [n, kv.length + n] bool (True = visible) or None for causal.
 It advances kv.length. ``new_kv(capacity)`` gives an empty cache of the layer's shape.
+``EagleReference(layer)`` has the same interface through the trained module's own ops
+(``EagleLayer.qkv_at`` / ``out``): the simpler path, which calibration keeps where the fused one
+does not measure faster, and the reference the tests check the fused one against.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ... import packed as P
 from ...lean import FusedLayer, causal_mask, inv_freq, rope_table
@@ -56,3 +60,24 @@ class EagleDecoder:
         out = self.body(x, cos, sin, kv.k, kv.v, L, mask)
         kv.length = L + n
         return out
+
+
+class EagleReference:
+    def __init__(self, layer: EagleLayer) -> None:
+        self.layer, self.heads, self.hd = layer, layer.heads, layer.hd
+        w = layer.qkv.weight
+        self.dtype, self.device = w.dtype, w.device
+
+    def new_kv(self, capacity: int) -> KV:
+        return KV(self.heads, self.hd, capacity, self.dtype, self.device)
+
+    def attend(self, f: torch.Tensor, e: torch.Tensor, pos: torch.Tensor, kv: KV, mask: torch.Tensor | None):
+        n, L, layer = f.shape[0], kv.length, self.layer
+        x = layer.fc(torch.cat([f, e], dim=-1))
+        q, k, v = layer.qkv_at(x, pos)  # [heads, n, hd]
+        kv.ensure(L + n)
+        kv.k[:, L : L + n], kv.v[:, L : L + n] = k, v
+        mask = causal_mask(n, L, x.device) if mask is None else mask
+        att = F.scaled_dot_product_attention(q[None], kv.k[None, :, : L + n], kv.v[None, :, : L + n], attn_mask=mask)
+        kv.length = L + n
+        return layer.out(x, att[0])

@@ -1,11 +1,11 @@
 """EAGLE: draft at the feature level with one trained layer, grow a dynamic tree (Li et al., 2024).
 
 Contract: ``Eagle(layer, embed, lm_head, vocab)`` holds the trained ``EagleLayer`` and the
-target's own (frozen) input embedding and LM head (its ``nn.Linear``, whose packed copy is then
-shared with the target, or a weight tensor). It keeps a KV cache of its layer over
-the pairs (f_j, x_{j+1}) of the committed text, f_j being the target's last hidden state at
-position j (``ctx.hidden``), resynchronised by longest common prefix on every call (no commit or
-rollback hooks). ``propose(ctx)``:
+target's own (frozen) input embedding and LM head (the ``packed.Linear`` the target hands over,
+``Target.head``, whose packed copy the target's own step reads; or an ``nn.Linear`` or a weight).
+It keeps a KV cache of its layer over the pairs (f_j, x_{j+1}) of the committed text, f_j being
+the target's last hidden state at position j (``ctx.hidden``), resynchronised by longest common
+prefix on every call (no commit or rollback hooks). ``propose(ctx)``:
 
 1. feeds the pairs not yet cached; the output at the last pair (f_t, pending token) is the
    predicted feature f_{t+1}, whose LM-head distribution proposes depth 1;
@@ -38,7 +38,7 @@ from ... import packed as P
 from ...seq import resync
 from ...tree import Draft
 from ..base import Context
-from .decode import EagleDecoder
+from .decode import EagleDecoder, EagleReference
 from .layer import EagleLayer
 
 
@@ -60,21 +60,38 @@ class Eagle:
         capacity: int = 1024,
     ) -> None:
         self.layer, self.embed = layer.eval(), embed
-        self.decoder = EagleDecoder(self.layer)  # the same function in fewer ops (decode.py)
-        # the target's own LM head module: its packed copy is shared, and hot after the target's step
-        self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
+        # the same function in fewer ops, or the module's own: calibration picks (decode.py)
+        self.decoders = {"fused": EagleDecoder(self.layer), "reference": EagleReference(self.layer)}
+        self.decoder = self.decoders["fused"]
+        # the target's own LM head (Target.head): its packed copy is shared, hot after the target's step
+        if isinstance(lm_head, P.Linear):
+            self._head = lm_head
+        else:
+            self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
         self.vocab = vocab
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.expand_min = expand_min
         self.kv = self.decoder.new_kv(capacity)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
 
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(self.decoders)
+
+    def use(self, path: str) -> None:
+        """Draft through decoder ``path`` ("fused" or "reference"); its cache starts empty."""
+        if path not in self.decoders:
+            raise ValueError(f"eagle path {path!r} not available: {', '.join(self.decoders)}")
+        self.decoder = self.decoders[path]
+        self.ids, self.kv.length = [], 0
+
     @classmethod
-    def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, **kw) -> Eagle:
-        head = target.get_output_embeddings()
-        P.pack_linears(target)  # the target's packing rule, whoever is built first: the head is shared
-        layer = EagleLayer.load(folder, head.weight.device, head.weight.dtype, target)
-        return cls(layer, target.get_input_embeddings().weight, head, vocab, **kw)
+    def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, head=None, **kw) -> Eagle:
+        """``head``: the target's LM head as the engine's ``Target.head`` hands it (shared packed
+        copy); default: a wrapper of the target's own output embedding module."""
+        module = target.get_output_embeddings()
+        layer = EagleLayer.load(folder, module.weight.device, module.weight.dtype, target)
+        return cls(layer, target.get_input_embeddings().weight, head or module, vocab, **kw)
 
     def _logp(self, feats: torch.Tensor) -> torch.Tensor:
         logits = self._head(feats)
