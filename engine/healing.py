@@ -52,7 +52,7 @@ from .tree import Draft
 
 MAX_CHARS = 16  # the longest heal text ``split`` proposes
 MAX_NODES = 24  # the most trie nodes one healing forward scores (a wider forward costs latency)
-_TAIL = re.compile(r"(?: ?[A-Za-z0-9_]+| ?[^\sA-Za-z0-9_]+|[ \t])\Z")
+_TAIL = re.compile(r"(?: ?[A-Za-z0-9_]+| ?[!-/:-@\[-\^`{-~]+|[ \t])\Z")  # ASCII only
 
 
 def split(text: str, max_chars: int = MAX_CHARS) -> int:
