@@ -29,6 +29,9 @@ class SpecdecProtocol(LanguageServerProtocol):
             return
         if method == t.EXIT:
             backend = getattr(self._server, "backend", None)
+            running = getattr(backend, "running", None)
+            if running is not None:
+                log.info("exit: the running generation stops after step %d", running.steps)
             if backend is not None:
                 backend.shutdown(0)  # a running generation ends before its next step
         super().handle_message(message)
