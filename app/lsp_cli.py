@@ -2,7 +2,8 @@
 
 Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server, starts loading the
 models on the backend's model thread, and serves until the client sends ``exit`` (stdio) or the
-process is stopped (TCP). Bad flags end with a one-line error and exit status 2.
+process is stopped (TCP); the exit status is 0 after ``shutdown`` + ``exit``, 1 for ``exit``
+without ``shutdown`` (the LSP specification). Bad flags end with a one-line error and status 2.
 """
 
 from __future__ import annotations
@@ -110,4 +111,4 @@ def run(args: argparse.Namespace) -> int:
         server.start_tcp(*args.tcp)
     else:
         server.start_io()
-    return 0
+    return 0 if server.protocol.shut_down else 1  # LSP: exit without shutdown is status 1

@@ -77,6 +77,7 @@ class Capabilities:
     fates: bool = True  # rejected tokens, and p / q of every tested token, are reported
     trees: bool = True  # tree drafts (medusa, eagle) are decoded as trees
     corpus: bool = True  # Request.corpus reaches prompt lookup
+    heal: bool = False  # GenerateSpec.heal is honoured (token healing, engine/healing.py)
 
 
 class Backend(Protocol):

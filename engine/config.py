@@ -110,7 +110,8 @@ class GenerateSpec:
     tree methods medusa and eagle, the most tree nodes per step, "auto" = the trained budget),
     ``max_new_tokens``, prompt-lookup n-gram bounds, the draft model's ``confidence`` (it stops
     drafting at a position where its own top probability is below this; 0 = always k tokens),
-    and the sampling parameters."""
+    the sampling parameters, and ``heal``: text the continuation must start with (token healing,
+    exact conditioning; where ``Capabilities.heal``), left out of the emitted text."""
 
     method: str = "draft"
     k: KSetting = "auto"
@@ -119,6 +120,7 @@ class GenerateSpec:
     ngram_min: int = 2
     confidence: float = 0.2
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    heal: str = ""  # text the continuation must start with, not emitted (engine/healing.py)
 
     def __post_init__(self) -> None:
         if self.method not in _registry.METHODS:
@@ -137,6 +139,8 @@ class GenerateSpec:
             raise ConfigError(f"confidence must be in [0, 1] (0 = always draft k tokens), got {self.confidence}")
         if not isinstance(self.sampling, SamplingParams):
             raise ConfigError("sampling must be a SamplingParams")
+        if not isinstance(self.heal, str):
+            raise ConfigError(f"heal must be text, got {type(self.heal).__name__}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerateSpec:

@@ -35,7 +35,7 @@ log = logging.getLogger("specdec.backend")
 
 
 class LocalBackend:
-    capabilities = Capabilities()
+    capabilities = Capabilities(heal=True)
 
     def __init__(
         self,

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from . import healing
 from . import methods as M
 from .calibrate import calibrate
 from .config import ConfigError, GenerateSpec, check_ids
@@ -181,10 +182,19 @@ def _steps(
     target, sp = engine.target, spec.sampling
     k_max = M.k_max(spec.method, spec.k)
     t_start = time.perf_counter()
+    trie = None
+    if spec.heal:  # the first tokens spell spec.heal, drawn from p conditioned on it (engine/healing.py)
+        ids, trie = healing.fit(engine, ids, spec.heal)
     target.prefill(ids)
     stats = Stats(prefill_s=time.perf_counter() - t_start)
     tokens, detok, gen = list(ids), Detokenizer(engine.tokenizer, ids), _generator(spec)
     produced, step, target_ms = 0, 0, None
+    if trie is not None:
+        event = healing.step(engine, tokens, trie, spec, gen, detok, stats, t_start)
+        produced, step = len(event.token_ids), 1
+        yield event
+        if event.stop is not None:
+            return
     while True:
         _check_owner(engine, owner)
         step += 1

@@ -3,9 +3,13 @@
 Contract:
 - ``Completer(backend).prepare(prefix, after, others, options)`` (any thread) builds a ``Job``:
   the token window the model sees (``completion.tail`` then ``completion.trim``), the
-  ``GenerateSpec`` and, for method ``lookup`` with ``lookup_documents`` on, the corpus prompt
-  lookup may also copy from (the rest of the document, then the other open documents; see
-  ``engine.seq.find_continuation``). It raises ``ConfigError`` for an empty prompt.
+  ``GenerateSpec`` (with ``heal``, the back-off of ``engine.healing.split``, where the backend
+  offers token healing; the continuation then starts right after the cursor) and, for method
+  ``lookup`` with ``lookup_documents`` on, the corpus prompt lookup may also copy from (the rest
+  of the document, then the other open documents; see
+  ``engine.seq.find_continuation``). It raises ``ConfigError`` for an empty prompt. With text
+  after the cursor on its line, the stop mode is ``line``. ``forget(uri)`` drops a closed
+  document's cached token ids.
 - ``Completer.run(job, stale, on_step)`` (a coroutine) submits the job and reads its events; it
   cancels the request as soon as ``completion.cut`` says the continuation ended, ``stale()`` turns
   true (a newer request for the same document), or the coroutine itself is cancelled
@@ -22,6 +26,7 @@ from typing import Any
 from engine.backend import Request
 
 from .completion import Options, current_line, cut, finish, indent_of, tail, trim
+from .suffix import rest_of_line
 
 CORPUS_CHARS = 32_000  # text around the window, per document, that prompt lookup may copy from
 MAX_OTHERS = 8  # other open documents lookup may copy from (the most recently opened)
@@ -63,6 +68,10 @@ class Completer:
         """Token ids as ``tokenizer.encode(text, add_special_tokens=False)``, without its length warning."""
         return self.backend.encode(clean(text)) if text else []
 
+    def forget(self, uri: str) -> None:
+        """Drop what is kept for a closed document (its token ids for prompt lookup)."""
+        self._others.pop(uri, None)
+
     def prepare(self, prefix: str, after: str, others: list[tuple[str, int, str]], options: Options) -> Job:
         from engine.config import ConfigError, GenerateSpec, SamplingParams
 
@@ -73,14 +82,23 @@ class Completer:
                 f"max_new_tokens {options.max_new_tokens} leaves no room for context in a {context}-token model"
             )
         start = tail(prefix, window * 6)
-        ids = self.encode(prefix[start:])
+        heal_at = len(prefix)
+        if options.heal and getattr(self.backend.capabilities, "heal", False):
+            from engine.healing import split
+
+            heal_at = max(start, split(prefix))  # back off to a boundary the model knows
+        ids = self.encode(prefix[start:heal_at])
+        if not ids:  # the whole window is the heal text: nothing to back off to
+            heal_at, ids = len(prefix), self.encode(prefix[start:])
         drop = trim(ids, window)
         head, ids = ids[:drop], ids[drop:]
         if not ids:
             raise ConfigError("the prompt is empty")
         method = options.resolved_method(self.backend.methods)
         sampling = SamplingParams(temperature=float(options.temperature))
-        spec = GenerateSpec(method=method, k=options.k, max_new_tokens=options.max_new_tokens, sampling=sampling)
+        spec = GenerateSpec(
+            method=method, k=options.k, max_new_tokens=options.max_new_tokens, sampling=sampling, heal=prefix[heal_at:]
+        )
         corpus: tuple = ()
         if method == "lookup" and options.lookup_documents and self.backend.capabilities.corpus:
             import numpy as np
@@ -90,7 +108,8 @@ class Completer:
                 self.encode(after[:CORPUS_CHARS]),
             ] + self._other_ids(others)
             corpus = tuple(np.asarray(c, dtype=np.int64) for c in seqs if len(c))
-        return Job(ids, spec, corpus, options.stop, indent_of(current_line(prefix)), method)
+        mode = options.stop if not rest_of_line(after).strip() else "line"  # mid-line: one line
+        return Job(ids, spec, corpus, mode, indent_of(current_line(prefix)), method)
 
     def _other_ids(self, others: list[tuple[str, int, str]]) -> list[Any]:
         out = []

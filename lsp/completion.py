@@ -47,6 +47,9 @@ class Options:
     cache: bool = True
     telemetry: bool = False
     lookup_documents: bool = True
+    heal: bool = True  # token healing (engine/healing.py) where the backend offers it
+    multiline: bool | None = None  # completion-list items may hold newlines; None: from the client
+    repeat_limit: int = 3  # a unit repeated this many times in a row is junk: no answer (0 = off)
 
     def resolved_method(self, methods: tuple[str, ...]) -> str:
         if self.method is not None:
@@ -54,20 +57,42 @@ class Options:
         return preferred(methods, COMPLETE_ORDER)
 
     def updated(self, data: Any, methods: tuple[str, ...]) -> Options:
-        """A copy with the given settings applied; accepts ``{"specdec": {...}}`` too."""
-        if data is None:
-            return self
-        if not isinstance(data, dict):
-            raise OptionsError(f"settings must be an object, got {type(data).__name__}")
-        if isinstance(data.get("specdec"), dict):
-            data = data["specdec"]
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise OptionsError(f"unknown setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        new = replace(self, **data)
-        new.check(methods)
+        """A copy with the given settings applied, or OptionsError naming every bad one."""
+        new, errors = self.applied(data, methods)
+        if errors:
+            raise OptionsError("; ".join(errors))
         return new
+
+    def applied(self, data: Any, methods: tuple[str, ...]) -> tuple[Options, list[str]]:
+        """(a copy with every valid setting applied, one message per bad setting, naming it).
+
+        ``data`` is the settings object or ``{"specdec": {...}}``. ``None``, ``{"specdec": null}``
+        and an object with no specdec setting in it (another server's section, ``{"pylsp": ...}``)
+        change nothing and are no error."""
+        if data is None:
+            return self, []
+        if not isinstance(data, dict):
+            return self, [f"settings must be an object, got {type(data).__name__}"]
+        known = {f.name for f in fields(self)}
+        if "specdec" in data:
+            data = data["specdec"]
+            if data is None:
+                return self, []
+            if not isinstance(data, dict):
+                return self, [f"specdec settings must be an object, got {type(data).__name__}"]
+        elif not known & set(data):
+            return self, []  # meant for another server
+        new, errors = self, []
+        for name in sorted(set(data) - known):
+            errors.append(f"unknown setting {name!r}; known: {', '.join(sorted(known))}")
+        for name in sorted(known & set(data)):
+            try:
+                candidate = replace(new, **{name: data[name]})
+                candidate.check(methods)
+                new = candidate
+            except (OptionsError, TypeError) as e:
+                errors.append(str(e))
+        return new, errors
 
     def check(self, methods: tuple[str, ...]) -> None:
         if self.method is not None and self.method not in methods:
@@ -94,9 +119,14 @@ class Options:
             parse_k(self.k)
         except ConfigError as e:
             raise OptionsError(str(e)) from None
-        for name in ("cache", "telemetry", "lookup_documents"):
+        for name in ("cache", "telemetry", "lookup_documents", "heal"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionsError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.multiline is not None and not isinstance(self.multiline, bool):
+            raise OptionsError(f"multiline must be true, false or null (from the client), got {self.multiline!r}")
+        r = self.repeat_limit
+        if isinstance(r, bool) or not isinstance(r, int) or not (r == 0 or 2 <= r <= 16):
+            raise OptionsError(f"repeat_limit must be 0 (off) or an integer in [2, 16], got {r!r}")
 
 
 def _units(ch: str, encoding: str) -> int:
@@ -149,17 +179,20 @@ def word_before(prefix: str) -> str:
 def cut(text: str, mode: str, base_indent: int) -> str | None:
     """The completion if ``text`` (the continuation so far) has ended, else None.
 
-    ``line``: up to the end of the first line of the continuation that has non-blank text.
-    ``block``: from there on, up to the first later non-blank line indented at most ``base_indent``
-    (the indentation of the cursor's line), trailing blank lines dropped; a line at that indentation
+    ``line``: the rest of the cursor's line, up to the continuation's first newline; nothing
+    when the model ends the line at once (at a line's end ``line`` never answers with the next
+    line: a single-line client would insert the newline).
+    ``block``: from the continuation's first line with non-blank text on, up to the first later
+    non-blank line indented at most ``base_indent`` (the indentation of the cursor's line), trailing
+    blank lines dropped; a line at that indentation
     that starts with a closing bracket is kept (it closes the block).
     """
     lines = text.split("\n")
+    if mode == "line":
+        return None if len(lines) == 1 else (lines[0] if lines[0].strip() else "")
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is None or first == len(lines) - 1:
         return None  # no content yet, or its line is still growing
-    if mode == "line":
-        return "\n".join(lines[: first + 1])
     for i in range(first + 1, len(lines)):
         body = lines[i].strip()
         if not body or indent_of(lines[i]) > base_indent:

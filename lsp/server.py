@@ -33,17 +33,30 @@ from engine.backend import Busy
 from engine.local import LocalBackend
 
 from .completer import Completer, Outcome
-from .completion import Options, OptionsError, TypeAhead, current_line, offset_at, word_before
+from .completion import Options, TypeAhead, current_line, offset_at, word_before
+from .protocol import SpecdecProtocol
+from .quiet import repetitive
+from .shared import Shared
+from .suffix import merge, rest_of_line
 
 log = logging.getLogger("specdec.lsp")
 STATS = "specdec/stats"
+MODEL_NOTE = (
+    "specdec lsp: backend %s, methods %s. The shipped models (assets/) are tiny (target about 9M "
+    "parameters, trained here on a small Python corpus): expect rough completions. Point the "
+    "server at a real local model with --target DIR (and --draft DIR, a smaller model with the same "
+    "tokenizer), see docs/lsp.md"
+)
 
 
 class SpecdecServer(LanguageServer):
     def __init__(self, loader: Any, defaults: Options = Options(), backend: Any = None) -> None:
-        super().__init__("specdec", "0.1")
+        super().__init__("specdec", "0.1", protocol_cls=SpecdecProtocol)
         self.options = defaults
         self.typeahead = TypeAhead()
+        self.shared = Shared()
+        self.filtered = 0  # completions the quiet filter held back
+        self.client_info: t.ClientInfo | None = None
         self.latest: dict[str, int] = {}
         self.seq = 0
         self.completer: Completer | None = None
@@ -61,14 +74,36 @@ class SpecdecServer(LanguageServer):
         return self.completer
 
     def configure(self, data: Any, initial: bool = False) -> None:
+        """Apply every valid setting; one ``window/showMessage`` error names each bad one."""
         methods = self.backend.methods if self.completer else ()
-        try:
-            new = self.options.updated(data, methods)
-            if not initial and new.telemetry != self.options.telemetry:
-                raise OptionsError("telemetry is set in initializationOptions only")
-            self.options = new
-        except (OptionsError, TypeError) as e:
-            self.window_show_message(t.ShowMessageParams(t.MessageType.Error, f"specdec: {e}"))
+        new, errors = self.options.applied(data, methods)
+        if not initial and new.telemetry != self.options.telemetry:
+            errors.append("telemetry is set in initializationOptions only")
+            new = replace(new, telemetry=self.options.telemetry)
+        self.options = new
+        if errors:
+            self.window_show_message(t.ShowMessageParams(t.MessageType.Error, "specdec: " + "; ".join(errors)))
+
+    def simple_client(self) -> bool:
+        """True for clients whose completion list cannot insert several lines or replace text
+        after the cursor (Neovim before 0.11: its omnifunc inserts a NUL for every newline), from
+        the ``multiline`` setting or else the client's name, version and snippet support."""
+        if self.options.multiline is not None:
+            return not self.options.multiline
+        info = self.client_info
+        if info is not None and info.name == "Neovim":
+            try:
+                major, minor = (int(x) for x in (info.version or "0.0").split(".")[:2])
+            except ValueError:
+                major, minor = 0, 0
+            if (major, minor) < (0, 11):
+                return True
+        item = getattr(
+            getattr(getattr(self.client_capabilities, "text_document", None), "completion", None),
+            "completion_item",
+            None,
+        )
+        return getattr(item, "snippet_support", None) is False
 
     def text_before(self, uri: str, pos: t.Position) -> tuple[str, str] | None:
         doc = self.workspace.text_documents.get(uri)
@@ -84,8 +119,11 @@ class SpecdecServer(LanguageServer):
         docs = self.workspace.text_documents
         return [(u, d.version or 0, d.source) for u, d in reversed(docs.items()) if u != uri]
 
-    async def complete(self, uri: str, pos: t.Position, token: t.ProgressToken | None = None) -> tuple[str, str] | None:
-        """(prefix, completion) or None; raises CancelledError when the client cancels."""
+    async def complete(
+        self, uri: str, pos: t.Position, token: t.ProgressToken | None = None
+    ) -> tuple[str, str, str] | None:
+        """(prefix, completion, the text after the cursor) or None; raises CancelledError when
+        the client cancels. Requests for the same document, text and settings share one run."""
         t0 = time.perf_counter()
         completer = await self.ready()
         got = self.text_before(uri, pos)
@@ -93,13 +131,19 @@ class SpecdecServer(LanguageServer):
             return None
         prefix, after = got
         opts = self.options
-        key = (opts.stop, opts.max_new_tokens, opts.temperature)
-        self.seq += 1
-        self.latest[uri] = seq = self.seq
+        key = (opts.stop, opts.max_new_tokens, opts.temperature, opts.heal, opts.repeat_limit)
         rest = self.typeahead.rest(uri, prefix, key) if opts.cache else None
         if rest is not None:
             self.notify_stats(uri, opts, "cache", "done", Outcome(rest, None), t0)
-            return prefix, rest
+            return prefix, rest, after
+        doc = self.workspace.text_documents.get(uri)
+        share = (uri, getattr(doc, "version", None), prefix, rest_of_line(after), opts)
+        text = await self.shared.get(share, lambda: self._generate(completer, uri, prefix, after, opts, key, token, t0))
+        return None if text is None else (prefix, text, after)
+
+    async def _generate(self, completer, uri, prefix, after, opts, key, token, t0) -> str | None:
+        self.seq += 1
+        self.latest[uri] = seq = self.seq
         try:
             others = self.others(uri) if opts.lookup_documents else []
             job = await asyncio.to_thread(completer.prepare, prefix, after, others, opts)
@@ -119,10 +163,23 @@ class SpecdecServer(LanguageServer):
             progress.end()
         if out.text is None:
             self.notify_stats(uri, opts, "model", "superseded", out, t0, job.method)
-            return prefix, ""
+            return ""
+        if repetitive(out.text, opts.repeat_limit):
+            self.filtered += 1
+            self.notify_stats(uri, opts, "model", "filtered", out, t0, job.method)
+            return ""
         self.typeahead.remember(uri, prefix, out.text, key)
         self.notify_stats(uri, opts, "model", "done", out, t0, job.method)
-        return prefix, out.text
+        return out.text
+
+    def shape(self, text: str, after: str) -> tuple[str, int]:
+        """(text to insert, characters after the cursor it replaces) for this client: merged
+        with the rest of the line (``lsp.suffix``); one line and no replacing for simple clients."""
+        rest = rest_of_line(after)
+        simple = self.simple_client()
+        if simple:
+            text = text.split("\n", 1)[0]
+        return merge(text, rest, type_over=not simple)
 
     def notify_stats(
         self, uri: str, opts: Options, source: str, outcome: str, out: Outcome, t0: float, method: str | None = None
@@ -181,8 +238,10 @@ def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> S
 
     @server.feature(t.INITIALIZE)
     async def initialize(ls: SpecdecServer, params: t.InitializeParams) -> None:
+        ls.client_info = params.client_info
         await ls.ready()
         ls.configure(params.initialization_options, initial=True)
+        log.warning(MODEL_NOTE, getattr(ls.backend, "name", type(ls.backend).__name__), ", ".join(ls.backend.methods))
 
     @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: SpecdecServer, params: t.DidChangeConfigurationParams) -> None:
@@ -191,18 +250,22 @@ def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> S
     @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: SpecdecServer, params: t.DidCloseTextDocumentParams) -> None:
         ls.typeahead.forget(params.text_document.uri)
+        if ls.completer is not None:
+            ls.completer.forget(params.text_document.uri)
 
     @server.feature(t.TEXT_DOCUMENT_COMPLETION, t.CompletionOptions(trigger_characters=[".", "(", "[", ",", "="]))
     async def completion(ls: SpecdecServer, params: t.CompletionParams) -> t.CompletionList:
         got = await ls.complete(params.text_document.uri, params.position, params.work_done_token)
         if got is None:
             return t.CompletionList(is_incomplete=False, items=[])
-        prefix, text = got
-        if not text:
+        prefix, text, after = got
+        text, replace_n = ls.shape(text, after) if text else ("", 0)
+        if not text.strip():
             return t.CompletionList(is_incomplete=True, items=[])
         word = word_before(prefix)
         label = (word + text).strip().split("\n")[0][:80] or text[:80]
-        edit = t.TextEdit(t.Range(_word_start(params.position, word), params.position), word + text)
+        end = t.Position(params.position.line, params.position.character + _units(rest_of_line(after)[:replace_n]))
+        edit = t.TextEdit(t.Range(_word_start(params.position, word), end), word + text)
         item = t.CompletionItem(
             label=label,
             kind=t.CompletionItemKind.Text,
@@ -222,7 +285,16 @@ def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> S
         got = await ls.complete(params.text_document.uri, params.position, params.work_done_token)
         if got is None or not got[1]:
             return t.InlineCompletionList(items=[])
-        item = t.InlineCompletionItem(insert_text=got[1], range=t.Range(params.position, params.position))
+        text, replace_n = merge(got[1], rest_of_line(got[2]))  # ghost text may hold several lines
+        if not text.strip():
+            return t.InlineCompletionList(items=[])
+        end = t.Position(params.position.line, params.position.character + _units(rest_of_line(got[2])[:replace_n]))
+        item = t.InlineCompletionItem(insert_text=text, range=t.Range(params.position, end))
         return t.InlineCompletionList(items=[item])
 
     return server
+
+
+def _units(text: str) -> int:
+    """UTF-16 code units of ``text`` (LSP positions)."""
+    return len(text.encode("utf-16-le")) // 2

@@ -38,8 +38,8 @@ def test_offset_at_counts_utf16_units_and_clamps_to_the_line():
 def test_cut_line_mode_ends_at_the_first_line_with_text():
     assert cut("rest(x)", "line", 0) is None  # the line is still growing
     assert cut("rest(x)\n    y", "line", 0) == "rest(x)"
-    assert cut("\n    return x\n", "line", 0) == "\n    return x"  # cursor at a line's end: the next line
-    assert cut("\n\n", "line", 0) is None
+    assert cut("\n    return x\n", "line", 0) == ""  # at a line's end: never the next line
+    assert cut("\n", "line", 0) == "" and cut("  \n", "line", 0) == "" and cut("  ", "line", 0) is None
     assert finish("abc", "line", 0) == "abc" and finish("\n  \n", "line", 0) == ""
 
 
@@ -99,11 +99,26 @@ def test_options_defaults_and_validation():
         {"temperature": -1},
         {"k": 0},
         {"cache": "yes"},
-        {"nope": 1},
+        {"nope": 1, "stop": "line"},
+        {"specdec": [1]},
         [1],
+        {"repeat_limit": 1},
+        {"multiline": "yes"},
+        {"heal": 1},
     ):
         with pytest.raises(OptionsError):
             o.updated(bad, methods)
+
+
+def test_settings_apply_the_valid_ones_and_name_each_bad_one():
+    methods = ("none", "draft", "lookup")
+    o = Options()
+    new, errors = o.applied({"stop": "block", "max_new_tokens": 0, "telemetry": True, "k": "x", "typo": 1}, methods)
+    assert (new.stop, new.telemetry, new.max_new_tokens, new.k) == ("block", True, 48, "auto")
+    assert len(errors) == 3 and all(any(n in e for e in errors) for n in ("max_new_tokens", "k must", "'typo'"))
+    for other in ({"pylsp": {"plugins": {}}}, {"specdec": None}, None, {}):
+        assert o.applied(other, methods) == (o, [])  # another server's section, or nothing: no error
+    assert o.applied({"specdec": {"stop": "block"}, "pylsp": {}}, methods)[0].stop == "block"
 
 
 def test_cli_help_and_bad_flags():

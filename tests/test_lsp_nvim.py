@@ -1,5 +1,8 @@
-"""Neovim headless (Debian's 0.7.2) as a real editor: it starts `specdec lsp`, opens a Python file
-and asks for completion; the answer must be the engine's greedy continuation of the line."""
+"""Neovim headless (Debian's 0.7.2) as a real editor: it starts `specdec lsp`, opens a Python file,
+asks for completion and accepts it with the omnifunc recipe of docs/lsp.md. The item must be the
+engine's healed greedy continuation of the line, and the buffer after accepting must be exactly
+the expected text: one line added to, no NUL (Neovim 0.7 inserts a NUL for each newline of an item),
+nothing from the next line at a line's end."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import healing
 from engine.config import GenerateSpec
 
 pytestmark = pytest.mark.slow
@@ -30,19 +34,19 @@ def read_words(path):
     with open(pa'''
 
 
-def test_neovim_gets_the_greedy_line_completion(tmp_path: Path, engine):
+def _probe(tmp_path: Path, text: str, line: int, col: int, stop: str = "line") -> dict:
     nvim = shutil.which("nvim")
     assert nvim, "Neovim is a test dependency (Debian package neovim)"
     src = tmp_path / "words.py"
-    src.write_text(SOURCE, encoding="utf-8")
-    lines = SOURCE.split("\n")
+    src.write_text(text, encoding="utf-8")
     out = tmp_path / "result.json"
     env = dict(
         os.environ,
         SPECDEC_OUT=str(out),
         SPECDEC_PYTHON=sys.executable,
-        SPECDEC_LINE=str(len(lines) - 1),
-        SPECDEC_COL=str(len(lines[-1])),
+        SPECDEC_LINE=str(line),
+        SPECDEC_COL=str(col),
+        SPECDEC_STOP=stop,
         PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
     )
     proc = subprocess.run(
@@ -56,6 +60,29 @@ def test_neovim_gets_the_greedy_line_completion(tmp_path: Path, engine):
     assert out.exists(), f"no result from Neovim (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
     result = json.loads(out.read_text(encoding="utf-8"))
     assert "error" not in result, result
-    full = engine.generate(SOURCE, GenerateSpec(method="none", max_new_tokens=16)).text
-    want = full.split("\n")[0] if "\n" in full else full
+    return result
+
+
+def _healed(engine, prefix: str) -> str:
+    cut = healing.split(prefix)
+    return engine.generate(prefix[:cut], GenerateSpec(method="none", max_new_tokens=16, heal=prefix[cut:])).text
+
+
+def test_neovim_accepts_the_healed_line_completion_into_the_buffer(tmp_path: Path, engine):
+    lines = SOURCE.split("\n")
+    result = _probe(tmp_path, SOURCE, len(lines) - 1, len(lines[-1]))
+    full = _healed(engine, SOURCE)
+    want = full.split("\n")[0]
     assert want.strip() and [i["insertText"] for i in result["items"]] == [want]
+    assert result["buffer"] == lines[:-1] + [lines[-1] + want]  # exactly the text, no NUL
+    assert not any("\n" in ln or "\x00" in ln for ln in result["buffer"])
+
+
+@pytest.mark.parametrize("stop", ["line", "block"])
+def test_at_a_lines_end_neovim_never_gets_the_next_line(tmp_path: Path, engine, stop):
+    text = SOURCE[: SOURCE.index("def read_words(path):") + len("def read_words(path):")]
+    lines = text.split("\n")
+    full = _healed(engine, text)
+    assert full.startswith("\n")  # the model ends the line: the defect answered with the next line
+    result = _probe(tmp_path, text, len(lines) - 1, len(lines[-1]), stop)
+    assert result["items"] == [] and result["buffer"] == lines

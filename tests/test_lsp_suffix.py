@@ -1,0 +1,128 @@
+"""Unit tests of the pure pieces the language server added for everyday use: the text after the
+cursor (lsp.suffix), the repetition filter (lsp.quiet), one shared generation (lsp.shared) and
+dropping a closed document's caches (lsp.completer)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lsp.completer import Completer
+from lsp.quiet import repetitive
+from lsp.shared import Shared
+from lsp.suffix import merge, rest_of_line
+
+CASES = [  # (line before the cursor, model's continuation, text after the cursor, the line after accepting)
+    ("    with open(pa", 'th, "r") as f:', "):", '    with open(path, "r") as f:'),
+    ("    with open(pa", "th):", "):", "    with open(path):"),
+    ("print(", '"hi")', ")", 'print("hi")'),
+    ("print(", "len(x))", ")", "print(len(x))"),
+    ("print(", "len(x)", ")", "print(len(x))"),
+    ("print(", "f(x) + 1", ")", "print(f(x) + 1)"),
+    ("x = [", "1, 2]", "]", "x = [1, 2]"),
+    ("s = '", "abc'", "'", "s = 'abc'"),
+    ("f(a", ", b)", ", b)", "f(a, b)"),
+    ("return ", "x", "", "return x"),
+    ("f(", "x) + g(y)", ")", "f(x) + g(y)"),
+]
+
+
+def _accept(before: str, text: str, after: str, type_over: bool = True) -> str:
+    insert, n = merge(text, rest_of_line(after), type_over)
+    return before + insert + after[n:]
+
+
+@pytest.mark.parametrize("before, text, after, want", CASES)
+def test_merge_never_duplicates_what_the_editor_has(before, text, after, want):
+    assert _accept(before, text, after) == want
+
+
+@pytest.mark.parametrize("before, text, after, want", CASES)
+def test_without_type_over_the_editors_text_stays_and_is_not_repeated(before, text, after, want):
+    line = _accept(before, text, after, type_over=False)
+    assert line.endswith(after) and line.count(")") <= want.count(")") and "\n" not in line
+
+
+def test_merge_keeps_one_line_in_the_middle_of_a_line_and_everything_at_its_end():
+    assert merge("x)\n    y = 2", ")") == ("x", 0)
+    assert merge("x\n    y = 2", "") == ("x\n    y = 2", 0)
+    assert merge("x", "   ") == ("x", 0)
+    assert rest_of_line("ab\r\ncd") == "ab" and rest_of_line("") == ""
+
+
+@pytest.mark.parametrize(
+    "text", [" = ' + ' + ' + ' + '", "TWSP TWSP TWSP", "=====", "self.x.x.x.x.x", "(((((", "0, 0, 0, 0, 0"]
+)
+def test_repetition_is_junk(text):
+    assert repetitive(text, 3) and not repetitive(text, 0)
+
+
+@pytest.mark.parametrize(
+    "text", ["self.x = x", "a, b, c", "xxx = foo(bar)", "(self, x, y, z)", "    return x", "", "    ", "i += 1"]
+)
+def test_ordinary_code_is_not_junk(text):
+    assert not repetitive(text, 3)
+
+
+def test_one_generation_serves_every_request_for_the_same_key():
+    async def main():
+        shared, calls = Shared(), []
+
+        async def start():
+            calls.append(1)
+            await asyncio.sleep(0.05)
+            return "text"
+
+        a, b = await asyncio.gather(shared.get("k", start), shared.get("k", start))
+        assert (a, b, len(calls), len(shared)) == ("text", "text", 1, 0)
+
+        started = asyncio.Event()
+        cancelled = []
+
+        async def long():
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(1)
+                raise
+            return "late"
+
+        one = asyncio.ensure_future(shared.get("j", long))
+        two = asyncio.ensure_future(shared.get("j", long))
+        await started.wait()
+        one.cancel()  # one client cancels: the generation goes on for the other
+        await asyncio.sleep(0.01)
+        assert not cancelled and not two.done()
+        two.cancel()  # the last waiter cancels: the generation stops
+        with pytest.raises(asyncio.CancelledError):
+            await two
+        assert cancelled == [1] and len(shared) == 0
+
+    asyncio.run(main())
+
+
+class _Backend:
+    class capabilities:
+        corpus, heal = True, False
+
+    class limits:
+        context = 512
+
+    methods = ("none", "lookup")
+
+    def encode(self, text):
+        return [ord(c) % 100 for c in text]
+
+
+def test_closing_a_document_drops_its_lookup_ids():
+    from lsp.completion import Options
+
+    c = Completer(_Backend())
+    others = [(f"file:///{i}.py", 1, "x = 1\n" * 50) for i in range(5)]
+    c.prepare("def f(", "", others, Options(method="lookup"))
+    assert len(c._others) == 5
+    for uri, _, _ in others:
+        c.forget(uri)
+    assert not c._others
