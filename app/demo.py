@@ -4,9 +4,12 @@ Contract: ``build_demo(backend) -> gr.Blocks`` builds the page and wires the han
 nothing (the caller passes an ``engine.backend.Backend``, e.g. ``LocalBackend(engine)``).
 ``launch_demo(backend, host, port, **kw)`` queues and launches it. Per-user state lives in
 ``gr.State(DemoSession())``; every event that decodes (Generate, Race and the ``/generate`` API)
-shares the concurrency group "engine" with a limit of 1 (a backend of one engine decodes one
-request at a time, and a race must not share it). Stop is unqueued: it sets the session's stop
-event, and the run cancels its request, which the backend ends between steps.
+queues in the backend, not in gradio (``GENERATE``: many may wait there, and a batching backend
+can decode them together); races take turns in gradio's concurrency group "race" (limit 1).
+Run and Race first clear the session's stop event unqueued (``Handlers.arm``), then start;
+Stop is unqueued and only sets it, so it reaches a run in every state (in gradio's queue, in the
+backend's queue, prefilling, decoding): the run cancels its request, which the backend ends
+between steps, or before it starts.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ rejection sampling keeps the output distributed exactly as the target's. Every t
 from the engine. Hover a token for its step, draft position and p / q.
 The shipped models are tiny (a few million parameters) and were trained here on Python source:
 watch the mechanism, not the quality of the code. Any local Hugging Face pair plugs in with `--target` / `--draft`."""
-ENGINE = {"concurrency_limit": 1, "concurrency_id": "engine"}
+GENERATE = {"concurrency_limit": 32, "concurrency_id": "generate"}  # waits in the backend's queue
+RACE = {"concurrency_limit": 1, "concurrency_id": "race"}
 THEORY_DOC = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
@@ -112,14 +116,14 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             elem_id="sd-position-plot",
         )
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session]
-    run.click(
+    run.click(h.arm, [session], None, queue=False, api_visibility="private").then(
         h.generate,
         inputs,
         [tokens, stats, accept, alpha, position],
         api_name="ui_generate",
         api_visibility="private",
         show_progress="minimal",
-        **ENGINE,
+        **GENERATE,
     )
     stop.click(h.stop, [session], None, queue=False, api_visibility="private")
 
@@ -138,14 +142,14 @@ def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
         left = gr.HTML("<h4>baseline (none)</h4>", elem_id="sd-race-left")
         right = gr.HTML("<h4>method</h4>", elem_id="sd-race-right")
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], repeats, session]
-    go.click(
+    go.click(h.arm, [session], None, queue=False, api_visibility="private").then(
         h.race,
         inputs,
         [left, right, verdict],
         api_name="ui_race",
         api_visibility="private",
         show_progress="minimal",
-        **ENGINE,
+        **RACE,
     )
     stop.click(h.stop, [session], None, queue=False, api_visibility="private")
 
@@ -216,7 +220,7 @@ def build_demo(backend) -> gr.Blocks:
                 a, k, c, figure, numbers = _teach_tab(h, session)
         teach.select(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
         demo.load(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
-        gr.api(h.api_generate, api_name="generate", **ENGINE)
+        gr.api(h.api_generate, api_name="generate", **GENERATE)
     return demo
 
 

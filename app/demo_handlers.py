@@ -18,6 +18,7 @@ from typing import Any
 
 import gradio as gr
 
+from engine.backend import Busy
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 
 from . import demo_render as R
@@ -26,7 +27,7 @@ from .demo_runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run
 
 
 def _page_error(e: Exception) -> gr.Error:
-    return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Error")
+    return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Busy")
 
 
 class Handlers:
@@ -59,15 +60,17 @@ class Handlers:
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise _page_error(e) from None
-        session.stop.clear()
         t = R.Transcript(prompt=prompt)
         yield self._views(t, f"running {method} ...")
         run = Run(self.backend, prompt, spec, session.stop)
         try:
             for batch in run.batches():
                 t.extend(batch)
-                yield self._views(t, f"running {method}: step {t.steps[-1].step}")
-        except ConfigError as e:
+                if t.steps:
+                    yield self._views(t, f"running {method}: step {t.steps[-1].step}")
+                else:  # the backend holds it until the request before it ends; Stop still acts
+                    yield self._views(t, f"{method}: waiting in the engine's queue (another request is decoding)")
+        except (ConfigError, Busy) as e:
             raise _page_error(e) from None
         s = t.stats
         session.runs.append(
@@ -85,6 +88,12 @@ class Handlers:
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
+
+    def arm(self, session: DemoSession) -> None:
+        """Clear the session's Stop, unqueued, the moment Run (or Race) is clicked: a Stop pressed
+        after this reaches the run in every state, waiting in gradio's queue, in the engine's queue,
+        prefilling or decoding (the run itself never clears it)."""
+        session.stop.clear()
 
     def api_generate(
         self,
@@ -109,7 +118,7 @@ class Handlers:
             for batch in Run(self.backend, prompt, spec).batches():
                 t.extend(batch)
                 yield R.api_payload(t, done=False)
-        except ConfigError as e:
+        except (ConfigError, Busy) as e:
             raise gr.Error(str(e)) from None
         yield R.api_payload(t, done=True)
 
@@ -136,7 +145,6 @@ class Handlers:
             max_new_tokens=spec.max_new_tokens,
             sampling=SamplingParams(temperature, top_p=top_p, seed=spec.sampling.seed),
         )
-        session.stop.clear()
         label = f"{method}, k={spec.k}"
         walls: dict[str, list[float]] = {"none": [], label: []}
         last: dict[str, R.Transcript] = {}
