@@ -24,6 +24,7 @@ from engine.loading import ASSETS
 from engine.methods import GENERATE_ORDER, METHODS, preferred
 
 from . import demo_render as R
+from . import demo_stats as S
 from .demo_handlers import Handlers
 from .demo_runs import DemoSession
 from .demo_teach import PROOF_MD
@@ -87,12 +88,12 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
     t0 = R.Transcript()
     with gr.Row():
         accept = gr.BarPlot(
-            R.accept_frame(t0),
+            S.step_frame(t0),
             x="step",
             y="tokens",
             color="series",
-            title="accepted length per step",
-            color_map={"accepted": "#16a34a", "not accepted": "#ef4444"},
+            title="drafted tokens per step: accepted, rejected, untested",
+            color_map=S.SERIES_COLOURS,
             height=240,
             elem_id="sd-accept-plot",
         )
@@ -100,18 +101,19 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             R.alpha_frame(t0),
             x="step",
             y="alpha",
-            title="running acceptance rate",
+            title="running acceptance rate (accepted / drafted)",
             y_lim=[0, 1],
             height=240,
             elem_id="sd-alpha-plot",
         )
         position = gr.BarPlot(
-            R.position_frame(None),
+            S.position_frame(None),
             x="position",
             y="alpha_i",
             y_lim=[0, 1],
             tooltip="all",
-            title="acceptance per draft position",
+            title="conditional acceptance per draft position (accepted / tested)",
+            x_title="draft position (accepted/tested)",
             height=240,
             elem_id="sd-position-plot",
         )

@@ -22,6 +22,7 @@ from engine.backend import Busy
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 
 from . import demo_render as R
+from . import demo_stats as S
 from . import demo_teach as T
 from .demo_runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
 
@@ -35,13 +36,14 @@ class Handlers:
         self.backend = backend
 
     # -- Generate ------------------------------------------------------------------------------
-    def _views(self, t: R.Transcript, status: str) -> tuple:
+    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec) -> tuple:
+        note = S.method_note(spec.method, spec.k, spec.confidence, t)
         return (
             R.transcript_html(t, status),
-            R.stats_html(t.stats),
-            R.accept_frame(t),
+            R.stats_html(t.stats) + note,
+            S.step_frame(t),
             R.alpha_frame(t),
-            R.position_frame(t.stats),
+            S.position_frame(t.stats),
         )
 
     def generate(
@@ -61,15 +63,15 @@ class Handlers:
         except ConfigError as e:
             raise _page_error(e) from None
         t = R.Transcript(prompt=prompt)
-        yield self._views(t, f"running {method} ...")
+        yield self._views(t, f"running {method} ...", spec)
         run = Run(self.backend, prompt, spec, session.stop)
         try:
             for batch in run.batches():
                 t.extend(batch)
                 if t.steps:
-                    yield self._views(t, f"running {method}: step {t.steps[-1].step}")
+                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec)
                 else:  # the backend holds it until the request before it ends; Stop still acts
-                    yield self._views(t, f"{method}: waiting in the engine's queue (another request is decoding)")
+                    yield self._views(t, f"{method}: waiting in the engine's queue (another request is decoding)", spec)
         except (ConfigError, Busy) as e:
             raise _page_error(e) from None
         s = t.stats
@@ -84,7 +86,7 @@ class Handlers:
             )
         )
         end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
-        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens")
+        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens", spec)
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
