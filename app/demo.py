@@ -23,6 +23,7 @@ from engine.config import K_MAX
 from engine.loading import ASSETS
 from engine.methods import GENERATE_ORDER, METHODS, preferred
 
+from . import demo_race as RC
 from . import demo_render as R
 from . import demo_stats as S
 from .demo_handlers import Handlers
@@ -132,11 +133,15 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
 
 def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
     gr.Markdown(
-        "The baseline (`none`) and the chosen method on the same prompt, seed and settings, run one after "
-        "the other (interleaved when repeated). Speedup = tokens/s of the method / tokens/s of the baseline."
+        "The baseline (`none`) and the chosen method on the same prompt, seed and settings, one after the "
+        "other, repeated with the sides alternating which runs first; both stream live. Speedup = tokens/s "
+        "of the method / tokens/s of the baseline, paired run by run: the median and the spread are shown, "
+        "and a warning when the spread is larger than the difference. The machine may be shared."
     )
     with gr.Row():
-        repeats = gr.Slider(1, 5, value=1, step=1, label="repeats (medians of interleaved runs)", scale=3)
+        repeats = gr.Slider(
+            1, RC.MAX_REPEATS, value=RC.DEFAULT_REPEATS, step=1, label="repeats (paired runs, sides alternate)", scale=3
+        )
         go = gr.Button("Race", variant="primary", elem_id="sd-race", scale=1)
         stop = gr.Button("Stop", variant="stop", scale=1)
     verdict = gr.Markdown(elem_id="sd-race-verdict")

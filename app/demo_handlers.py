@@ -11,7 +11,6 @@ keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -21,6 +20,7 @@ import gradio as gr
 from engine.backend import Busy
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 
+from . import demo_race as RC
 from . import demo_render as R
 from . import demo_stats as S
 from . import demo_teach as T
@@ -137,7 +137,9 @@ class Handlers:
         repeats: Any,
         session: DemoSession,
     ) -> Iterator[tuple[str, str, str]]:
+        """Both sides streamed live; see app/demo_race.py for the plan and the statistics."""
         try:
+            RC.check_race(method)
             spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except ConfigError as e:
@@ -148,60 +150,65 @@ class Handlers:
             sampling=SamplingParams(temperature, top_p=top_p, seed=spec.sampling.seed),
         )
         label = f"{method}, k={spec.k}"
-        walls: dict[str, list[float]] = {"none": [], label: []}
-        last: dict[str, R.Transcript] = {}
-        repeats = max(1, min(5, int(repeats or 1)))
-        yield (*self._race_cols(last, walls, label), "warming up ...")
+        tps: dict[str, list[float]] = {"base": [], "method": []}
+        live = {"base": R.Transcript(prompt=prompt), "method": R.Transcript(prompt=prompt)}
+        done: dict[str, R.Transcript] = {}
+        repeats = max(1, min(RC.MAX_REPEATS, int(repeats or RC.DEFAULT_REPEATS)))
+        yield (*self._race_cols(live, tps, label), "warming up ...")
         for sp in (base, spec):  # untimed: first calls pay for allocations the timed runs should not
             run_to_end(self.backend, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
-        for r in range(repeats):  # interleaved: baseline, method, baseline, method, ...
-            for name, sp in (("none", base), (label, spec)):
-                if session.stop.is_set():
-                    break
-                yield (*self._race_cols(last, walls, label), f"run {r + 1}/{repeats}: {name} ...")
-                t0 = time.perf_counter()
-                try:
-                    events = run_to_end(self.backend, prompt, sp, session.stop)
-                except ConfigError as e:
-                    raise _page_error(e) from None
-                walls[name].append(time.perf_counter() - t0)
-                last[name] = R.Transcript(prompt=prompt).extend(events)
-        if "none" not in last or label not in last:
-            yield (*self._race_cols(last, walls, label), "stopped by you")
+        for r, side in RC.race_plan(repeats):
+            if session.stop.is_set():
+                break
+            t = live[side] = R.Transcript(prompt=prompt)
+            run = Run(self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1)
+            note = f"run {r + 1}/{repeats}: {'none' if side == 'base' else label} ..."
+            try:
+                for batch in run.batches():
+                    t.extend(batch)
+                    yield (*self._race_cols(live, tps, label), note)
+            except (ConfigError, Busy) as e:
+                raise _page_error(e) from None
+            if run.stopped_early or t.stats is None or not t.stats.tokens_per_s:
+                break
+            tps[side].append(t.stats.tokens_per_s)
+            done[side] = t
+        ups = RC.speedups(tps["base"], tps["method"])
+        if not ups:
+            yield (*self._race_cols(live, tps, label), "stopped by you")
             return
-        yield (*self._race_cols(last, walls, label), self._race_summary(last, walls, label, spec, session))
+        yield (*self._race_cols(live, tps, label), self._race_summary(done, tps, ups, spec, session))
 
-    def _race_cols(self, last: dict[str, R.Transcript], walls: dict[str, list[float]], label: str) -> tuple[str, str]:
+    def _race_cols(self, live: dict[str, R.Transcript], tps: dict[str, list[float]], label: str) -> tuple[str, str]:
         cols = []
-        for name in ("none", label):
-            t = last.get(name)
-            if t is None:
-                cols.append(f"<h4>{name}</h4><p>waiting ...</p>")
-                continue
-            wall = statistics.median(walls[name])
-            n = len(t.token_ids)
-            head = (
-                f'<h4>{"baseline (none)" if name == "none" else name}</h4><div class="sd-race-meta" '
-                f'data-wall="{wall:.4f}">wall-clock {wall * 1000:.0f} ms (median of {len(walls[name])}) · '
-                f"{n / wall:.1f} tokens/s · tau {R._num(t.stats.tau, '.2f')} · "
-                f"alpha {R._num(t.stats.alpha, '.2f')}</div>"
+        for side, name in (("base", "baseline (none)"), ("method", label)):
+            t, runs = live[side], tps[side]
+            speed = (
+                f"{statistics.median(runs):.1f} tokens/s (median of {len(runs)}: "
+                + ", ".join(f"{x:.0f}" for x in runs)
+                + ")"
+                if runs
+                else "timing ..."
             )
-            cols.append(head + R.transcript_html(t))
+            st = t.stats
+            tau, alpha = R._num(st and st.tau, ".2f"), R._num(st and st.alpha, ".2f")
+            meta = f'<div class="sd-race-meta" data-runs="{len(runs)}">{speed} · tau {tau} · alpha {alpha}</div>'
+            cols.append(f"<h4>{name}</h4>{meta}{R.transcript_html(t)}")
         return cols[0], cols[1]
 
-    def _race_summary(self, last, walls, label: str, spec: GenerateSpec, session: DemoSession) -> str:
-        b, m = last["none"], last[label]
-        tps_b = len(b.token_ids) / statistics.median(walls["none"])
-        tps_m = len(m.token_ids) / statistics.median(walls[label])
-        up = tps_m / tps_b
+    def _race_summary(self, done, tps, ups: list[float], spec: GenerateSpec, session: DemoSession) -> str:
+        sm = RC.summary(ups)
+        b, m = done["base"], done["method"]
         same, sentence = R.race_verdict(b.token_ids, m.token_ids, spec.sampling.temperature)
         s = m.stats
         c = R.cost_ratio(m)
-        session.runs.append(RunRecord(spec.method, str(spec.k), s.alpha, s.tau, tps_m, up, c))
-        c_txt = f", measured c ~ {c:.2f}" if c is not None else ""
+        session.runs.append(
+            RunRecord(spec.method, str(spec.k), s.alpha, s.tau, statistics.median(tps["method"]), sm.median, c)
+        )
+        c_txt = f" Measured c ~ {c:.2f}." if c is not None else ""
         return (
-            f"**Measured speedup {up:.2f}x** ({tps_m:.1f} vs {tps_b:.1f} tokens/s, medians of "
-            f"{len(walls['none'])} interleaved runs{c_txt}). {sentence}"
+            f"{sm.sentence()} Tokens/s on the engine's clock (prefill and steps, not the page), sides "
+            f"alternating which runs first.{c_txt} {sentence}"
         )
 
     # -- Teach ---------------------------------------------------------------------------------
