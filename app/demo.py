@@ -15,7 +15,6 @@ between steps, or before it starts.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import gradio as gr
 
@@ -23,6 +22,7 @@ from engine.config import K_MAX
 from engine.loading import ASSETS
 from engine.methods import GENERATE_ORDER, METHODS, preferred
 
+from . import demo_docs as D
 from . import demo_race as RC
 from . import demo_render as R
 from . import demo_stats as S
@@ -38,7 +38,6 @@ The shipped models are tiny (a few million parameters) and were trained here on 
 watch the mechanism, not the quality of the code. Any local Hugging Face pair plugs in with `--target` / `--draft`."""
 GENERATE = {"concurrency_limit": 32, "concurrency_id": "generate"}  # waits in the backend's queue
 RACE = {"concurrency_limit": 1, "concurrency_id": "race"}
-THEORY_DOC = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 
@@ -186,12 +185,13 @@ def _teach_tab(h: Handlers, session) -> tuple:
                 seed = gr.Number(0, precision=0, label="seed")
             draw = gr.Button("Draw through the verifier", variant="primary", elem_id="sd-mc")
             gr.Markdown(PROOF_MD)
-            if THEORY_DOC.exists():
-                with gr.Accordion("The full derivation (docs/theory.md)", open=False):
-                    gr.Markdown(THEORY_DOC.read_text(encoding="utf-8"), latex_delimiters=LATEX)
         with gr.Column(scale=3):
             mc_plot = gr.Plot(elem_id="sd-mc-plot")
             mc_numbers = gr.Markdown()
+    with gr.Accordion("The proof, in full (docs/theory-lossless.md)", open=False, elem_id="sd-proof"):
+        gr.Markdown(D.read_doc("theory-lossless.md"), latex_delimiters=LATEX)
+    with gr.Accordion("Every theory page (docs/theory.md)", open=False, elem_id="sd-theory-index"):
+        gr.Markdown(D.read_doc("theory.md"), latex_delimiters=LATEX)
     draw.click(
         h.monte_carlo,
         [p_text, q_text, n, seed],
@@ -236,4 +236,9 @@ def launch_demo(backend, host: str = "127.0.0.1", port: int | None = 7860, **kwa
     demo = build_demo(backend)
     demo.queue(default_concurrency_limit=1, max_size=64)
     kwargs.setdefault("ssr_mode", False)
-    return demo, demo.launch(server_name=host, server_port=port, **kwargs)
+    block = not kwargs.pop("prevent_thread_lock", False)
+    out = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **kwargs)
+    D.mount(demo.app)  # the docs the Teach view links to
+    if block:
+        demo.block_thread()
+    return demo, out

@@ -79,3 +79,24 @@ def test_stop_while_queued_behind_another_user(browser, page_url, backend):
     finally:
         ctx_a.close()
         ctx_b.close()
+
+
+def test_every_theory_link_answers_and_the_proof_has_rendered_formulas(browser, page_url):
+    """Defect 3: the index's ten links all opened {"detail":"Not Found"}; formulas were TeX source."""
+    ctx, page = _open(browser, page_url)
+    try:
+        page.get_by_role("tab", name="Teach").click()
+        for acc in ("#sd-proof", "#sd-theory-index"):
+            page.click(f"{acc} button")
+        page.wait_for_selector("#sd-proof .katex", timeout=60_000)
+        assert page.locator("#sd-proof .katex").count() > 20
+        hrefs = page.eval_on_selector_all("#sd-theory-index a[href], #sd-proof a[href]", "els => els.map(e => e.href)")
+        inner = sorted({h.split("#")[0] for h in hrefs if h.startswith(page_url)})
+        assert len(inner) >= 10
+        for url in inner:
+            r = page.request.get(url)
+            assert r.status == 200, url
+            assert "Not Found" not in r.text()[:200]
+        assert page.errors == []
+    finally:
+        ctx.close()
