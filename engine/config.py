@@ -110,7 +110,8 @@ class GenerateSpec:
     tree methods medusa and eagle, the most tree nodes per step, "auto" = the trained budget),
     ``max_new_tokens``, prompt-lookup n-gram bounds, the draft model's ``confidence`` (it stops
     drafting at a position where its own top probability is below this; 0 = always k tokens),
-    and the sampling parameters."""
+    the sampling parameters, and ``verifier_record``: carry the verifier's record (every test's p,
+    q, u, verdict, the residual's top tokens) in each StepEvent, for a step-through view."""
 
     method: str = "draft"
     k: KSetting = "auto"
@@ -119,6 +120,7 @@ class GenerateSpec:
     ngram_min: int = 2
     confidence: float = 0.2
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    verifier_record: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in _registry.METHODS:
@@ -137,6 +139,8 @@ class GenerateSpec:
             raise ConfigError(f"confidence must be in [0, 1] (0 = always draft k tokens), got {self.confidence}")
         if not isinstance(self.sampling, SamplingParams):
             raise ConfigError("sampling must be a SamplingParams")
+        if not isinstance(self.verifier_record, bool):
+            raise ConfigError(f"verifier_record must be true or false, got {self.verifier_record!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerateSpec:
