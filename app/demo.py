@@ -28,6 +28,7 @@ from . import demo_render as R
 from . import demo_stats as S
 from .demo_handlers import Handlers
 from .demo_runs import DemoSession
+from .demo_step_tab import step_tab
 from .demo_teach import PROOF_MD
 
 INTRO = """# specdec: exact speculative decoding, live
@@ -221,6 +222,8 @@ def build_demo(backend) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):
                 _generate_tab(h, prompt, settings, session)
+            with gr.Tab("Step through", id="step"):
+                step_tab(backend, prompt, settings, session, GENERATE)
             with gr.Tab("Race", id="race"):
                 _race_tab(h, prompt, settings, session)
             with gr.Tab("Teach", id="teach") as teach:

@@ -51,6 +51,7 @@ class DemoSession:
     def __init__(self, runs: list[RunRecord] | None = None) -> None:
         self.stop = threading.Event()
         self.runs: list[RunRecord] = list(runs or [])
+        self.walk: Any = None  # the step-through view's recorded run (app/demo_step.Walk)
 
     def __deepcopy__(self, memo: dict) -> DemoSession:
         return DemoSession(self.runs)
