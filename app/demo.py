@@ -23,20 +23,21 @@ from engine.loading import ASSETS
 from engine.methods import GENERATE_ORDER, METHODS, preferred
 
 from . import demo_docs as D
+from . import demo_page as PAGE
 from . import demo_race as RC
 from . import demo_render as R
 from . import demo_stats as S
+from .demo_about import TEACHING, about_panel
 from .demo_handlers import Handlers
 from .demo_runs import DemoSession
 from .demo_step_tab import step_tab
 from .demo_teach import PROOF_MD
 
-INTRO = """# specdec: exact speculative decoding, live
-A small **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass;
-rejection sampling keeps the output distributed exactly as the target's. Every token below arrives with its fate
-from the engine. Hover a token for its step, draft position and p / q.
-The shipped models are tiny (a few million parameters) and were trained here on Python source:
-watch the mechanism, not the quality of the code. Any local Hugging Face pair plugs in with `--target` / `--draft`."""
+INTRO = """## specdec: exact speculative decoding, live
+A **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass; rejection
+sampling keeps the output distributed exactly as the target's. Every token arrives with its fate from the engine:
+click or tap a token (or Tab to it and press Enter) for its step, draft position, p and q.
+The shipped models are tiny and were trained here on Python source (see *About the models*)."""
 GENERATE = {"concurrency_limit": 32, "concurrency_id": "generate"}  # waits in the backend's queue
 RACE = {"concurrency_limit": 1, "concurrency_id": "race"}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -52,30 +53,30 @@ def example_prompts() -> list[tuple[str, str]]:
         return [("fibonacci", "def fibonacci(n):\n")]
     rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     rows.sort(key=lambda r: r.get("source") != DEFAULT_SOURCE)
-    return [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
+    shipped = [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
+    return shipped[:1] + [(f"teach: {name}", text) for name, text, _ in TEACHING] + shipped[1:]
 
 
 def _settings(backend) -> dict[str, gr.components.Component]:
     methods = list(backend.methods)
+    method = gr.Dropdown(
+        [(f"{m}: {METHODS[m].description}", m) for m in methods],
+        label="method",
+        elem_id="sd-method",
+        value=preferred(methods, GENERATE_ORDER),
+    )
     with gr.Row():
-        method = gr.Dropdown(
-            [(f"{m}: {METHODS[m].description}", m) for m in methods],
-            label="method",
-            elem_id="sd-method",
-            value=preferred(methods, GENERATE_ORDER),
-            scale=3,
-        )
         k = gr.Dropdown(
-            ["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k (draft tokens per step)", scale=1
+            ["auto"] + [str(i) for i in range(1, K_MAX + 1)],
+            value="auto",
+            label="k (draft tokens; tree nodes for medusa, eagle)",
+            elem_id="sd-k",
+            min_width=120,
         )
-        temperature = gr.Slider(
-            0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2, elem_id="sd-temperature"
-        )
-        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)", scale=2)
-        max_new = gr.Slider(
-            1, backend.limits.context, value=96, step=1, label="max new tokens", scale=2, elem_id="sd-max-new"
-        )
-        seed = gr.Number(value=0, precision=0, label="seed", scale=1)
+        seed = gr.Number(value=0, precision=0, label="seed", min_width=80)
+    temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="sd-temperature")
+    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
+    max_new = gr.Slider(1, backend.limits.context, value=96, step=1, label="max new tokens", elem_id="sd-max-new")
     return {"method": method, "k": k, "temperature": temperature, "top_p": top_p, "max_new": max_new, "seed": seed}
 
 
@@ -93,7 +94,7 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             x="step",
             y="tokens",
             color="series",
-            title="drafted tokens per step: accepted, rejected, untested",
+            title="drafted tokens per step",
             color_map=S.SERIES_COLOURS,
             height=240,
             elem_id="sd-accept-plot",
@@ -102,7 +103,7 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             R.alpha_frame(t0),
             x="step",
             y="alpha",
-            title="running acceptance rate (accepted / drafted)",
+            title="running alpha (accepted / drafted)",
             y_lim=[0, 1],
             height=240,
             elem_id="sd-alpha-plot",
@@ -113,8 +114,8 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             y="alpha_i",
             y_lim=[0, 1],
             tooltip="all",
-            title="conditional acceptance per draft position (accepted / tested)",
-            x_title="draft position (accepted/tested)",
+            title="conditional alpha_i (accepted / tested)",
+            x_title="draft position (depth)",
             height=240,
             elem_id="sd-position-plot",
         )
@@ -208,17 +209,19 @@ def build_demo(backend) -> gr.Blocks:
     h = Handlers(backend)
     with gr.Blocks(title="specdec demo") as demo:
         session = gr.State(DemoSession())
-        gr.Markdown(INTRO)
-        examples = example_prompts()
-        prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
-        gr.Examples(
-            [[p] for _, p in examples],
-            inputs=[prompt],
-            example_labels=[name for name, _ in examples],
-            examples_per_page=10,
-            label="example prompts (the shipped code set)",
-        )
-        settings = _settings(backend)
+        with gr.Sidebar(label="prompt and settings", open=True, width=400, elem_id="sd-sidebar"):
+            examples = example_prompts()
+            prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
+            settings = _settings(backend)
+            gr.Examples(
+                [[p] for _, p in examples],
+                inputs=[prompt],
+                example_labels=[name for name, _ in examples],
+                examples_per_page=6,
+                label="example prompts (the shipped code set)",
+            )
+        gr.Markdown(INTRO, elem_id="sd-intro")
+        about_panel()
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):
                 _generate_tab(h, prompt, settings, session)
@@ -240,6 +243,8 @@ def launch_demo(backend, host: str = "127.0.0.1", port: int | None = 7860, **kwa
     demo.queue(default_concurrency_limit=1, max_size=64)
     kwargs.setdefault("ssr_mode", False)
     block = not kwargs.pop("prevent_thread_lock", False)
+    kwargs.setdefault("css", PAGE.CSS)
+    kwargs.setdefault("head", PAGE.HEAD)
     out = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **kwargs)
     D.mount(demo.app)  # the docs the Teach view links to
     if block:

@@ -26,6 +26,8 @@ from . import demo_stats as S
 from . import demo_teach as T
 from .demo_runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
 
+RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run keeps the page responsive
+
 
 def _page_error(e: Exception) -> gr.Error:
     return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Busy")
@@ -37,7 +39,7 @@ class Handlers:
 
     # -- Generate ------------------------------------------------------------------------------
     def _views(self, t: R.Transcript, status: str, spec: GenerateSpec) -> tuple:
-        note = S.method_note(spec.method, spec.k, spec.confidence, t)
+        note = S.method_note(spec.method, spec.k, spec.confidence, t) + S.position_counts(t.stats)
         return (
             R.transcript_html(t, status),
             R.stats_html(t.stats) + note,
@@ -64,7 +66,7 @@ class Handlers:
             raise _page_error(e) from None
         t = R.Transcript(prompt=prompt)
         yield self._views(t, f"running {method} ...", spec)
-        run = Run(self.backend, prompt, spec, session.stop)
+        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
         try:
             for batch in run.batches():
                 t.extend(batch)

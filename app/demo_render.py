@@ -39,7 +39,7 @@ KIND_HELP: dict[str, str] = {
     "bonus": "extra token from p after every draft token passed",
     "plain": "ordinary decoding step (nothing drafted)",
 }
-SPAN_BASE = "border-radius:3px;padding:0 1px"
+SPAN_BASE = "border-radius:2px"
 BOX_STYLE = (
     "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.55;"
     "white-space:pre-wrap;word-break:break-word;padding:8px;border:1px solid #d0d7de;"
@@ -77,10 +77,13 @@ def visible_text(piece: Piece) -> str:
 
 
 def piece_span(piece: Piece) -> str:
+    """Focusable (Tab, then Enter opens the inspector of app/demo_page.py), ``data-info`` for the
+    inspector and ``title`` for a mouse's hover."""
     style = f"{SPAN_BASE};{KIND_STYLE.get(piece.kind, '')}"
+    info = html.escape(piece_tooltip(piece))
     return (
         f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" '
-        f'style="{style}" title="{html.escape(piece_tooltip(piece))}">'
+        f'style="{style}" tabindex="0" data-info="{info}" title="{info}">'
         f"{html.escape(visible_text(piece))}</span>"
     )
 

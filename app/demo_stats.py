@@ -5,7 +5,8 @@ Contract:
   the struck tokens in the stream) and untested (drafted after a rejection, never looked at), so the
   bars add up to the draft size and "rejected" matches the stream.
 - ``position_frame(stats)``: *conditional* acceptance per draft position, accepted / tested at depth
-  i, only for depths the verifier reached, with the counts in the label ("2 (7/9)"). Plain alpha_i
+  i, only for depths the verifier reached, with the counts in its tooltip; ``position_counts``
+  writes them beside the plot ("depth 2: 7/9 = 0.78"). Plain alpha_i
   (accepted / drafted) falls to 0 at depths that were drafted but never tested, which reads as
   "the draft is always wrong there" when nothing was checked at all.
 - ``method_note(method, k, confidence, t)``: what k means for this method, what ``auto`` chose in
@@ -42,8 +43,8 @@ def step_frame(t: Transcript) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def position_label(i: int, accepted: int, tested: int) -> str:
-    return f"{i:>2} ({accepted}/{tested})"  # the padding keeps depth 10 after depth 9
+def position_label(i: int) -> str:
+    return f"{i:>2}"  # the padding keeps depth 10 after depth 9 (the axis sorts labels as text)
 
 
 def position_frame(stats: Stats | None) -> pd.DataFrame:
@@ -52,8 +53,24 @@ def position_frame(stats: Stats | None) -> pd.DataFrame:
     if stats is not None:
         for i, (a, n) in enumerate(zip(stats.accepted_at, stats.tested_at), 1):
             if n:
-                rows.append({"position": position_label(i, a, n), "alpha_i": a / n, "accepted": a, "tested": n})
+                rows.append({"position": position_label(i), "alpha_i": a / n, "accepted": a, "tested": n})
     return pd.DataFrame(rows, columns=["position", "alpha_i", "accepted", "tested"])
+
+
+def position_counts(stats: Stats | None) -> str:
+    """The counts behind the conditional acceptance plot, as one line of HTML."""
+    if stats is None or not any(stats.tested_at):
+        return (
+            '<p class="sd-counts" style="font-size:12px;opacity:.75;margin:2px 0">No draft token tested yet: '
+            "the plots fill in as a speculative method runs (the baseline drafts nothing).</p>"
+        )
+    parts = [
+        f"depth {i}: {a}/{n} = {a / n:.2f}" for i, (a, n) in enumerate(zip(stats.accepted_at, stats.tested_at), 1) if n
+    ]
+    return (
+        '<p class="sd-counts" style="font-size:12px;opacity:.85;margin:2px 0">Conditional acceptance, '
+        f"accepted / tested: {html.escape('; '.join(parts))}</p>"
+    )
 
 
 def _sizes(t: Transcript) -> str:

@@ -124,10 +124,12 @@ def test_position_acceptance_is_conditional_on_being_tested():
     """Defect 6: depth 3 was drafted twice but never tested; it showed as 0 (never accepted)."""
     st = Stats(drafted_at=[4, 4, 2], tested_at=[4, 1, 0], accepted_at=[3, 1, 0])
     pos = S.position_frame(st)
-    assert list(pos.position) == [" 1 (3/4)", " 2 (1/1)"]  # untested depth 3 has no bar
+    assert list(pos.position) == [" 1", " 2"]  # untested depth 3 has no bar
     assert list(pos.alpha_i) == pytest.approx([0.75, 1.0]) and list(pos.tested) == [4, 1]
+    assert "depth 1: 3/4 = 0.75; depth 2: 1/1 = 1.00" in S.position_counts(st)
+    assert "depth 3" not in S.position_counts(st) and "No draft token tested" in S.position_counts(None)
     assert S.position_frame(None).empty
-    assert S.position_label(10, 1, 2) > S.position_label(9, 1, 2)  # depth 10 sorts after depth 9
+    assert S.position_label(10) > S.position_label(9)  # depth 10 sorts after depth 9
 
 
 def test_method_note_says_what_k_means_and_why_tokens_are_plain():
