@@ -4,15 +4,17 @@ Contract: ``build_demo(backend) -> gr.Blocks`` builds the page and wires the han
 nothing (the caller passes an ``engine.backend.Backend``, e.g. ``LocalBackend(engine)``).
 ``launch_demo(backend, host, port, **kw)`` queues and launches it. Per-user state lives in
 ``gr.State(DemoSession())``; every event that decodes (Generate, Race and the ``/generate`` API)
-shares the concurrency group "engine" with a limit of 1 (a backend of one engine decodes one
-request at a time, and a race must not share it). Stop is unqueued: it sets the session's stop
-event, and the run cancels its request, which the backend ends between steps.
+queues in the backend, not in gradio (``GENERATE``: many may wait there, and a batching backend
+can decode them together); races take turns in gradio's concurrency group "race" (limit 1).
+Run and Race first clear the session's stop event unqueued (``Handlers.arm``), then start;
+Stop is unqueued and only sets it, so it reaches a run in every state (in gradio's queue, in the
+backend's queue, prefilling, decoding): the run cancels its request, which the backend ends
+between steps, or before it starts.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import gradio as gr
 
@@ -20,20 +22,25 @@ from engine.config import K_MAX
 from engine.loading import ASSETS
 from engine.methods import GENERATE_ORDER, METHODS, preferred
 
+from . import demo_docs as D
+from . import demo_page as PAGE
+from . import demo_race as RC
 from . import demo_render as R
+from . import demo_stats as S
+from .demo_about import TEACHING, about_panel
 from .demo_backend import backend_note
 from .demo_handlers import Handlers
 from .demo_runs import DemoSession
+from .demo_step_tab import step_tab
 from .demo_teach import PROOF_MD
 
-INTRO = """# specdec: exact speculative decoding, live
-A small **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass;
-rejection sampling keeps the output distributed exactly as the target's. Every token below arrives with its fate
-from the engine. Hover a token for its step, draft position and p / q.
-The shipped models are tiny (a few million parameters) and were trained here on Python source:
-watch the mechanism, not the quality of the code. Any local Hugging Face pair plugs in with `--target` / `--draft`."""
-ENGINE = {"concurrency_limit": 1, "concurrency_id": "engine"}
-THEORY_DOC = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
+INTRO = """## specdec: exact speculative decoding, live
+A **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass; rejection
+sampling keeps the output distributed exactly as the target's. Every token arrives with its fate from the engine:
+click or tap a token (or Tab to it and press Enter) for its step, draft position, p and q.
+The shipped models are tiny and were trained here on Python source (see *About the models*)."""
+GENERATE = {"concurrency_limit": 32, "concurrency_id": "generate"}  # waits in the backend's queue
+RACE = {"concurrency_limit": 1, "concurrency_id": "race"}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 
@@ -47,30 +54,30 @@ def example_prompts() -> list[tuple[str, str]]:
         return [("fibonacci", "def fibonacci(n):\n")]
     rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     rows.sort(key=lambda r: r.get("source") != DEFAULT_SOURCE)
-    return [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
+    shipped = [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
+    return shipped[:1] + [(f"teach: {name}", text) for name, text, _ in TEACHING] + shipped[1:]
 
 
 def _settings(backend) -> dict[str, gr.components.Component]:
     methods = list(backend.methods)
+    method = gr.Dropdown(
+        [(f"{m}: {METHODS[m].description}", m) for m in methods],
+        label="method",
+        elem_id="sd-method",
+        value=preferred(methods, GENERATE_ORDER),
+    )
     with gr.Row():
-        method = gr.Dropdown(
-            [(f"{m}: {METHODS[m].description}", m) for m in methods],
-            label="method",
-            elem_id="sd-method",
-            value=preferred(methods, GENERATE_ORDER),
-            scale=3,
-        )
         k = gr.Dropdown(
-            ["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k (draft tokens per step)", scale=1
+            ["auto"] + [str(i) for i in range(1, K_MAX + 1)],
+            value="auto",
+            label="k (draft tokens; tree nodes for medusa, eagle)",
+            elem_id="sd-k",
+            min_width=120,
         )
-        temperature = gr.Slider(
-            0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", scale=2, elem_id="sd-temperature"
-        )
-        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)", scale=2)
-        max_new = gr.Slider(
-            1, backend.limits.context, value=96, step=1, label="max new tokens", scale=2, elem_id="sd-max-new"
-        )
-        seed = gr.Number(value=0, precision=0, label="seed", scale=1)
+        seed = gr.Number(value=0, precision=0, label="seed", min_width=80)
+    temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="sd-temperature")
+    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
+    max_new = gr.Slider(1, backend.limits.context, value=96, step=1, label="max new tokens", elem_id="sd-max-new")
     return {"method": method, "k": k, "temperature": temperature, "top_p": top_p, "max_new": max_new, "seed": seed}
 
 
@@ -84,12 +91,12 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
     t0 = R.Transcript()
     with gr.Row():
         accept = gr.BarPlot(
-            R.accept_frame(t0),
+            S.step_frame(t0),
             x="step",
             y="tokens",
             color="series",
-            title="accepted length per step",
-            color_map={"accepted": "#16a34a", "not accepted": "#ef4444"},
+            title="drafted tokens per step",
+            color_map=S.SERIES_COLOURS,
             height=240,
             elem_id="sd-accept-plot",
         )
@@ -97,41 +104,46 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             R.alpha_frame(t0),
             x="step",
             y="alpha",
-            title="running acceptance rate",
+            title="running alpha (accepted / drafted)",
             y_lim=[0, 1],
             height=240,
             elem_id="sd-alpha-plot",
         )
         position = gr.BarPlot(
-            R.position_frame(None),
+            S.position_frame(None),
             x="position",
             y="alpha_i",
             y_lim=[0, 1],
             tooltip="all",
-            title="acceptance per draft position",
+            title="conditional alpha_i (accepted / tested)",
+            x_title="draft position (depth)",
             height=240,
             elem_id="sd-position-plot",
         )
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session]
-    run.click(
+    run.click(h.arm, [session], None, queue=False, api_visibility="private").then(
         h.generate,
         inputs,
         [tokens, stats, accept, alpha, position],
         api_name="ui_generate",
         api_visibility="private",
         show_progress="minimal",
-        **ENGINE,
+        **GENERATE,
     )
     stop.click(h.stop, [session], None, queue=False, api_visibility="private")
 
 
 def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
     gr.Markdown(
-        "The baseline (`none`) and the chosen method on the same prompt, seed and settings, run one after "
-        "the other (interleaved when repeated). Speedup = tokens/s of the method / tokens/s of the baseline."
+        "The baseline (`none`) and the chosen method on the same prompt, seed and settings, one after the "
+        "other, repeated with the sides alternating which runs first; both stream live. Speedup = tokens/s "
+        "of the method / tokens/s of the baseline, paired run by run: the median and the spread are shown, "
+        "and a warning when the spread is larger than the difference. The machine may be shared."
     )
     with gr.Row():
-        repeats = gr.Slider(1, 5, value=1, step=1, label="repeats (medians of interleaved runs)", scale=3)
+        repeats = gr.Slider(
+            1, RC.MAX_REPEATS, value=RC.DEFAULT_REPEATS, step=1, label="repeats (paired runs, sides alternate)", scale=3
+        )
         go = gr.Button("Race", variant="primary", elem_id="sd-race", scale=1)
         stop = gr.Button("Stop", variant="stop", scale=1)
     verdict = gr.Markdown(elem_id="sd-race-verdict")
@@ -139,14 +151,14 @@ def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
         left = gr.HTML("<h4>baseline (none)</h4>", elem_id="sd-race-left")
         right = gr.HTML("<h4>method</h4>", elem_id="sd-race-right")
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], repeats, session]
-    go.click(
+    go.click(h.arm, [session], None, queue=False, api_visibility="private").then(
         h.race,
         inputs,
         [left, right, verdict],
         api_name="ui_race",
         api_visibility="private",
         show_progress="minimal",
-        **ENGINE,
+        **RACE,
     )
     stop.click(h.stop, [session], None, queue=False, api_visibility="private")
 
@@ -176,12 +188,13 @@ def _teach_tab(h: Handlers, session) -> tuple:
                 seed = gr.Number(0, precision=0, label="seed")
             draw = gr.Button("Draw through the verifier", variant="primary", elem_id="sd-mc")
             gr.Markdown(PROOF_MD)
-            if THEORY_DOC.exists():
-                with gr.Accordion("The full derivation (docs/theory.md)", open=False):
-                    gr.Markdown(THEORY_DOC.read_text(encoding="utf-8"), latex_delimiters=LATEX)
         with gr.Column(scale=3):
             mc_plot = gr.Plot(elem_id="sd-mc-plot")
             mc_numbers = gr.Markdown()
+    with gr.Accordion("The proof, in full (docs/theory-lossless.md)", open=False, elem_id="sd-proof"):
+        gr.Markdown(D.read_doc("theory-lossless.md"), latex_delimiters=LATEX)
+    with gr.Accordion("Every theory page (docs/theory.md)", open=False, elem_id="sd-theory-index"):
+        gr.Markdown(D.read_doc("theory.md"), latex_delimiters=LATEX)
     draw.click(
         h.monte_carlo,
         [p_text, q_text, n, seed],
@@ -197,37 +210,45 @@ def build_demo(backend) -> gr.Blocks:
     h = Handlers(backend)
     with gr.Blocks(title="specdec demo") as demo:
         session = gr.State(DemoSession())
-        gr.Markdown(INTRO)
+        with gr.Sidebar(label="prompt and settings", open=True, width=400, elem_id="sd-sidebar"):
+            examples = example_prompts()
+            prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
+            settings = _settings(backend)
+            gr.Examples(
+                [[p] for _, p in examples],
+                inputs=[prompt],
+                example_labels=[name for name, _ in examples],
+                examples_per_page=6,
+                label="example prompts (the shipped code set)",
+            )
+        gr.Markdown(INTRO, elem_id="sd-intro")
         gr.Markdown(backend_note(backend), elem_id="sd-backend")
-        examples = example_prompts()
-        prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
-        gr.Examples(
-            [[p] for _, p in examples],
-            inputs=[prompt],
-            example_labels=[name for name, _ in examples],
-            examples_per_page=10,
-            label="example prompts (the shipped code set)",
-        )
-        settings = _settings(backend)
+        about_panel()
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):
                 _generate_tab(h, prompt, settings, session)
+            with gr.Tab("Step through", id="step"):
+                step_tab(backend, prompt, settings, session, GENERATE)
             with gr.Tab("Race", id="race"):
                 _race_tab(h, prompt, settings, session)
             with gr.Tab("Teach", id="teach") as teach:
                 a, k, c, figure, numbers = _teach_tab(h, session)
         teach.select(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
         demo.load(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
-        gr.api(h.api_generate, api_name="generate", **ENGINE)
+        gr.api(h.api_generate, api_name="generate", **GENERATE)
     return demo
 
 
 def launch_demo(backend, host: str = "127.0.0.1", port: int | None = 7860, **kwargs):
     """Queue and launch; returns what ``Blocks.launch`` returns (app, local url, share url)."""
     demo = build_demo(backend)
-    for fn in demo.fns.values():  # a batching backend decodes max_batch users' runs at once
-        if fn.concurrency_id == ENGINE["concurrency_id"]:
-            fn.concurrency_limit = max(1, getattr(backend.limits, "max_batch", 1))
     demo.queue(default_concurrency_limit=1, max_size=64)
     kwargs.setdefault("ssr_mode", False)
-    return demo, demo.launch(server_name=host, server_port=port, **kwargs)
+    block = not kwargs.pop("prevent_thread_lock", False)
+    kwargs.setdefault("css", PAGE.CSS)
+    kwargs.setdefault("head", PAGE.HEAD)
+    out = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **kwargs)
+    D.mount(demo.app)  # the docs the Teach view links to
+    if block:
+        demo.block_thread()
+    return demo, out

@@ -11,22 +11,26 @@ keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import gradio as gr
 
+from engine.backend import Busy
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 
+from . import demo_race as RC
 from . import demo_render as R
+from . import demo_stats as S
 from . import demo_teach as T
 from .demo_runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
 
+RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run keeps the page responsive
+
 
 def _page_error(e: Exception) -> gr.Error:
-    return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Error")
+    return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Busy")
 
 
 class Handlers:
@@ -34,13 +38,14 @@ class Handlers:
         self.backend = backend
 
     # -- Generate ------------------------------------------------------------------------------
-    def _views(self, t: R.Transcript, status: str) -> tuple:
+    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec) -> tuple:
+        note = S.method_note(spec.method, spec.k, spec.confidence, t) + S.position_counts(t.stats)
         return (
             R.transcript_html(t, status),
-            R.stats_html(t.stats),
-            R.accept_frame(t),
+            R.stats_html(t.stats) + note,
+            S.step_frame(t),
             R.alpha_frame(t),
-            R.position_frame(t.stats),
+            S.position_frame(t.stats),
         )
 
     def generate(
@@ -59,15 +64,17 @@ class Handlers:
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise _page_error(e) from None
-        session.stop.clear()
         t = R.Transcript(prompt=prompt)
-        yield self._views(t, f"running {method} ...")
-        run = Run(self.backend, prompt, spec, session.stop)
+        yield self._views(t, f"running {method} ...", spec)
+        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
         try:
             for batch in run.batches():
                 t.extend(batch)
-                yield self._views(t, f"running {method}: step {t.steps[-1].step}")
-        except ConfigError as e:
+                if t.steps:
+                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec)
+                else:  # the backend holds it until the request before it ends; Stop still acts
+                    yield self._views(t, f"{method}: waiting in the engine's queue (another request is decoding)", spec)
+        except (ConfigError, Busy) as e:
             raise _page_error(e) from None
         s = t.stats
         session.runs.append(
@@ -81,10 +88,16 @@ class Handlers:
             )
         )
         end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
-        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens")
+        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens", spec)
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
+
+    def arm(self, session: DemoSession) -> None:
+        """Clear the session's Stop, unqueued, the moment Run (or Race) is clicked: a Stop pressed
+        after this reaches the run in every state, waiting in gradio's queue, in the engine's queue,
+        prefilling or decoding (the run itself never clears it)."""
+        session.stop.clear()
 
     def api_generate(
         self,
@@ -109,7 +122,7 @@ class Handlers:
             for batch in Run(self.backend, prompt, spec).batches():
                 t.extend(batch)
                 yield R.api_payload(t, done=False)
-        except ConfigError as e:
+        except (ConfigError, Busy) as e:
             raise gr.Error(str(e)) from None
         yield R.api_payload(t, done=True)
 
@@ -126,7 +139,9 @@ class Handlers:
         repeats: Any,
         session: DemoSession,
     ) -> Iterator[tuple[str, str, str]]:
+        """Both sides streamed live; see app/demo_race.py for the plan and the statistics."""
         try:
+            RC.check_race(method)
             spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except ConfigError as e:
@@ -136,62 +151,66 @@ class Handlers:
             max_new_tokens=spec.max_new_tokens,
             sampling=SamplingParams(temperature, top_p=top_p, seed=spec.sampling.seed),
         )
-        session.stop.clear()
         label = f"{method}, k={spec.k}"
-        walls: dict[str, list[float]] = {"none": [], label: []}
-        last: dict[str, R.Transcript] = {}
-        repeats = max(1, min(5, int(repeats or 1)))
-        yield (*self._race_cols(last, walls, label), "warming up ...")
+        tps: dict[str, list[float]] = {"base": [], "method": []}
+        live = {"base": R.Transcript(prompt=prompt), "method": R.Transcript(prompt=prompt)}
+        done: dict[str, R.Transcript] = {}
+        repeats = max(1, min(RC.MAX_REPEATS, int(repeats or RC.DEFAULT_REPEATS)))
+        yield (*self._race_cols(live, tps, label), "warming up ...")
         for sp in (base, spec):  # untimed: first calls pay for allocations the timed runs should not
             run_to_end(self.backend, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
-        for r in range(repeats):  # interleaved: baseline, method, baseline, method, ...
-            for name, sp in (("none", base), (label, spec)):
-                if session.stop.is_set():
-                    break
-                yield (*self._race_cols(last, walls, label), f"run {r + 1}/{repeats}: {name} ...")
-                t0 = time.perf_counter()
-                try:
-                    events = run_to_end(self.backend, prompt, sp, session.stop)
-                except ConfigError as e:
-                    raise _page_error(e) from None
-                walls[name].append(time.perf_counter() - t0)
-                last[name] = R.Transcript(prompt=prompt).extend(events)
-        if "none" not in last or label not in last:
-            yield (*self._race_cols(last, walls, label), "stopped by you")
+        for r, side in RC.race_plan(repeats):
+            if session.stop.is_set():
+                break
+            t = live[side] = R.Transcript(prompt=prompt)
+            run = Run(self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1)
+            note = f"run {r + 1}/{repeats}: {'none' if side == 'base' else label} ..."
+            try:
+                for batch in run.batches():
+                    t.extend(batch)
+                    yield (*self._race_cols(live, tps, label), note)
+            except (ConfigError, Busy) as e:
+                raise _page_error(e) from None
+            if run.stopped_early or t.stats is None or not t.stats.tokens_per_s:
+                break
+            tps[side].append(t.stats.tokens_per_s)
+            done[side] = t
+        ups = RC.speedups(tps["base"], tps["method"])
+        if not ups:
+            yield (*self._race_cols(live, tps, label), "stopped by you")
             return
-        yield (*self._race_cols(last, walls, label), self._race_summary(last, walls, label, spec, session))
+        yield (*self._race_cols(live, tps, label), self._race_summary(done, tps, ups, spec, session))
 
-    def _race_cols(self, last: dict[str, R.Transcript], walls: dict[str, list[float]], label: str) -> tuple[str, str]:
+    def _race_cols(self, live: dict[str, R.Transcript], tps: dict[str, list[float]], label: str) -> tuple[str, str]:
         cols = []
-        for name in ("none", label):
-            t = last.get(name)
-            if t is None:
-                cols.append(f"<h4>{name}</h4><p>waiting ...</p>")
-                continue
-            wall = statistics.median(walls[name])
-            n = len(t.token_ids)
-            head = (
-                f'<h4>{"baseline (none)" if name == "none" else name}</h4><div class="sd-race-meta" '
-                f'data-wall="{wall:.4f}">wall-clock {wall * 1000:.0f} ms (median of {len(walls[name])}) · '
-                f"{n / wall:.1f} tokens/s · tau {R._num(t.stats.tau, '.2f')} · "
-                f"alpha {R._num(t.stats.alpha, '.2f')}</div>"
+        for side, name in (("base", "baseline (none)"), ("method", label)):
+            t, runs = live[side], tps[side]
+            speed = (
+                f"{statistics.median(runs):.1f} tokens/s (median of {len(runs)}: "
+                + ", ".join(f"{x:.0f}" for x in runs)
+                + ")"
+                if runs
+                else "timing ..."
             )
-            cols.append(head + R.transcript_html(t))
+            st = t.stats
+            tau, alpha = R._num(st and st.tau, ".2f"), R._num(st and st.alpha, ".2f")
+            meta = f'<div class="sd-race-meta" data-runs="{len(runs)}">{speed} · tau {tau} · alpha {alpha}</div>'
+            cols.append(f"<h4>{name}</h4>{meta}{R.transcript_html(t)}")
         return cols[0], cols[1]
 
-    def _race_summary(self, last, walls, label: str, spec: GenerateSpec, session: DemoSession) -> str:
-        b, m = last["none"], last[label]
-        tps_b = len(b.token_ids) / statistics.median(walls["none"])
-        tps_m = len(m.token_ids) / statistics.median(walls[label])
-        up = tps_m / tps_b
+    def _race_summary(self, done, tps, ups: list[float], spec: GenerateSpec, session: DemoSession) -> str:
+        sm = RC.summary(ups)
+        b, m = done["base"], done["method"]
         same, sentence = R.race_verdict(b.token_ids, m.token_ids, spec.sampling.temperature)
         s = m.stats
         c = R.cost_ratio(m)
-        session.runs.append(RunRecord(spec.method, str(spec.k), s.alpha, s.tau, tps_m, up, c))
-        c_txt = f", measured c ~ {c:.2f}" if c is not None else ""
+        session.runs.append(
+            RunRecord(spec.method, str(spec.k), s.alpha, s.tau, statistics.median(tps["method"]), sm.median, c)
+        )
+        c_txt = f" Measured c ~ {c:.2f}." if c is not None else ""
         return (
-            f"**Measured speedup {up:.2f}x** ({tps_m:.1f} vs {tps_b:.1f} tokens/s, medians of "
-            f"{len(walls['none'])} interleaved runs{c_txt}). {sentence}"
+            f"{sm.sentence()} Tokens/s on the engine's clock (prefill and steps, not the page), sides "
+            f"alternating which runs first.{c_txt} {sentence}"
         )
 
     # -- Teach ---------------------------------------------------------------------------------

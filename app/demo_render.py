@@ -5,8 +5,8 @@ Contract: the engine decides every token's fate; this module only styles it.
   by kind (accepted green, rejected red and struck through, recovered orange, bonus blue, plain
   neutral) with a tooltip giving the step, the draft position and p and q where known.
 - ``Transcript`` accumulates a run's events; ``transcript_html`` renders it, ``stats_summary`` /
-  ``stats_html`` the live numbers, and ``accept_frame`` / ``alpha_frame`` / ``position_frame``
-  the data frames behind the native per-step plots.
+  ``stats_html`` the live numbers, and ``alpha_frame`` the running acceptance rate (the other
+  plot frames are in ``demo_stats``).
 - ``api_payload(transcript)`` is the JSON value of the ``/generate`` endpoint:
   ``{"pieces": [...], "text", "tokens", "stats", "step", "stop", "done"}``.
 - ``race_verdict(...)`` states whether two runs produced the same tokens (compared as token ids).
@@ -39,7 +39,7 @@ KIND_HELP: dict[str, str] = {
     "bonus": "extra token from p after every draft token passed",
     "plain": "ordinary decoding step (nothing drafted)",
 }
-SPAN_BASE = "border-radius:3px;padding:0 1px"
+SPAN_BASE = "border-radius:2px"
 BOX_STYLE = (
     "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.55;"
     "white-space:pre-wrap;word-break:break-word;padding:8px;border:1px solid #d0d7de;"
@@ -77,10 +77,13 @@ def visible_text(piece: Piece) -> str:
 
 
 def piece_span(piece: Piece) -> str:
+    """Focusable (Tab, then Enter opens the inspector of app/demo_page.py), ``data-info`` for the
+    inspector and ``title`` for a mouse's hover."""
     style = f"{SPAN_BASE};{KIND_STYLE.get(piece.kind, '')}"
+    info = html.escape(piece_tooltip(piece))
     return (
         f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" '
-        f'style="{style}" title="{html.escape(piece_tooltip(piece))}">'
+        f'style="{style}" tabindex="0" data-info="{info}" title="{info}">'
         f"{html.escape(visible_text(piece))}</span>"
     )
 
@@ -100,6 +103,7 @@ class StepRecord:
     drafted: int
     accepted: int
     emitted: int
+    rejected: int = 0  # tested and refused (struck in the stream); the rest of the draft was untested
 
 
 @dataclass
@@ -117,7 +121,11 @@ class Transcript:
         self.pieces.extend(event.pieces)
         self.steps.append(
             StepRecord(
-                event.step, event.draft_size, sum(pc.kind == "accepted" for pc in event.pieces), len(event.emitted)
+                event.step,
+                event.draft_size,
+                sum(pc.kind == "accepted" for pc in event.pieces),
+                len(event.emitted),
+                sum(pc.kind == "rejected" for pc in event.pieces),
             )
         )
         self.stats = event.stats
@@ -196,16 +204,6 @@ def stats_html(stats: Stats | None) -> str:
     return f'<div class="sd-stats" style="display:flex;flex-wrap:wrap;gap:8px">{cards}</div>'
 
 
-def accept_frame(t: Transcript) -> pd.DataFrame:
-    """Per step: accepted draft tokens (the accepted length) and the drafted count."""
-    rows = [{"step": s.step, "tokens": s.accepted, "series": "accepted"} for s in t.steps]
-    rows += [{"step": s.step, "tokens": s.drafted - s.accepted, "series": "not accepted"} for s in t.steps]
-    # both series are always present: the plot's colour legend is fixed by its first value
-    return pd.DataFrame(
-        rows or [{"step": 0, "tokens": 0, "series": "accepted"}, {"step": 0, "tokens": 0, "series": "not accepted"}]
-    )
-
-
 def alpha_frame(t: Transcript) -> pd.DataFrame:
     """Running acceptance rate after each step (steps before the first draft are left out)."""
     rows, drafted, accepted = [], 0, 0
@@ -215,17 +213,6 @@ def alpha_frame(t: Transcript) -> pd.DataFrame:
         if drafted:
             rows.append({"step": s.step, "alpha": accepted / drafted})
     return pd.DataFrame(rows or [{"step": 0, "alpha": 0.0}])
-
-
-def position_frame(stats: Stats | None) -> pd.DataFrame:
-    """Acceptance per draft position i: alpha_i = accepted / drafted tokens at depth i."""
-    rows: list[dict[str, Any]] = []
-    if stats is not None:
-        rows = [
-            {"position": str(i), "alpha_i": a or 0.0, "drafted": d}
-            for i, (a, d) in enumerate(zip(stats.alpha_per_position, stats.drafted_at), 1)
-        ]
-    return pd.DataFrame(rows or [{"position": "1", "alpha_i": 0.0, "drafted": 0}])
 
 
 def api_payload(t: Transcript, done: bool) -> dict[str, Any]:

@@ -6,7 +6,8 @@ Contract:
   against this backend: its methods, its context window).
 - ``Run(backend, prompt, spec, stop).batches()`` submits one request and yields lists of the events
   that arrived since the last pull, at most one list per ``min_interval_s`` (so a slow page never
-  lags behind the engine). When the session's ``stop`` event is set (watched by a small thread of
+  lags behind the engine), and one empty list first if the request waits in the backend's queue.
+  When the session's ``stop`` event is set (watched by a small thread of
   the run, so Stop acts at once even while the page is slow to pull) or the consumer closes
   ``batches()`` (a cancelled or disconnected request), it cancels the request: the backend ends it
   between steps (also while it still waits in the queue). A run nobody reads for ``idle_s`` seconds
@@ -50,6 +51,7 @@ class DemoSession:
     def __init__(self, runs: list[RunRecord] | None = None) -> None:
         self.stop = threading.Event()
         self.runs: list[RunRecord] = list(runs or [])
+        self.walk: Any = None  # the step-through view's recorded run (app/demo_step.Walk)
 
     def __deepcopy__(self, memo: dict) -> DemoSession:
         return DemoSession(self.runs)
@@ -102,10 +104,14 @@ class Run:
     def batches(self) -> Iterator[list[StepEvent]]:
         handle = self.backend.submit(Request(self.prompt, self.spec, idle_s=self.idle_s))
         threading.Thread(target=self._watch, args=(handle,), name="specdec-demo-stop", daemon=True).start()
-        last_yield, ended = 0.0, False
+        last_yield, ended, announced = 0.0, False, False
         try:
             while not ended:
                 events, ended = handle.next_batch(self.poll_s)
+                if not events and not announced and handle.started() is None:
+                    announced = True
+                    yield []  # once: the request waits in the backend's queue
+                    continue
                 wait = self.min_interval_s - (time.monotonic() - last_yield)
                 if events and wait > 0 and not ended:
                     time.sleep(wait)  # coalesce: at most one page update per interval

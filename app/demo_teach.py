@@ -47,7 +47,7 @@ really sampled from. These are Leviathan et al.'s letters; Chen et al. call the 
 draft p. The histogram on the right is drawn through the project's real verifier
 (`engine/verify.py`), the same code that checks every draft in the Generate view. The full
 derivation, chains of k tokens and trees, and why Medusa's typical acceptance is not exact, are in
-`docs/theory.md`.
+the two sections below this view (docs/theory-lossless.md and the index of every theory page).
 """
 
 

@@ -110,8 +110,10 @@ class GenerateSpec:
     tree methods medusa and eagle, the most tree nodes per step, "auto" = the trained budget),
     ``max_new_tokens``, prompt-lookup n-gram bounds, the draft model's ``confidence`` (it stops
     drafting at a position where its own top probability is below this; 0 = always k tokens),
-    the sampling parameters, and ``heal``: text the continuation must start with (token healing,
-    exact conditioning; where ``Capabilities.heal``), left out of the emitted text."""
+    the sampling parameters, ``heal``: text the continuation must start with (token healing,
+    exact conditioning; where ``Capabilities.heal``), left out of the emitted text, and
+    ``verifier_record``: carry the verifier's record (every test's p, q, u, verdict, the residual's
+    top tokens) in each StepEvent, for a step-through view."""
 
     method: str = "draft"
     k: KSetting = "auto"
@@ -121,6 +123,7 @@ class GenerateSpec:
     confidence: float = 0.2
     sampling: SamplingParams = field(default_factory=SamplingParams)
     heal: str = ""  # text the continuation must start with, not emitted (engine/healing.py)
+    verifier_record: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in _registry.METHODS:
@@ -141,6 +144,8 @@ class GenerateSpec:
             raise ConfigError("sampling must be a SamplingParams")
         if not isinstance(self.heal, str):
             raise ConfigError(f"heal must be text, got {type(self.heal).__name__}")
+        if not isinstance(self.verifier_record, bool):
+            raise ConfigError(f"verifier_record must be true or false, got {self.verifier_record!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerateSpec:

@@ -153,7 +153,9 @@ class Stats:
 @dataclass(frozen=True)
 class StepEvent:
     """One engine step: its pieces in display order, the stop reason if the generation ended
-    in this step (``eos``, ``length``, ``context``), timings in milliseconds and a stats snapshot."""
+    in this step (``eos``, ``length``, ``context``), timings in milliseconds and a stats snapshot.
+    ``verifier`` is the verifier's record when the request asked for it (``GenerateSpec.
+    verifier_record``; built by ``engine/record.py``): JSON-ready, {"nodes": [...], "final": {...}}."""
 
     step: int
     pieces: tuple[Piece, ...]
@@ -161,6 +163,7 @@ class StepEvent:
     timings_ms: dict[str, float]
     draft_size: int
     stop: str | None = None
+    verifier: dict[str, Any] | None = None
 
     @property
     def emitted(self) -> tuple[Piece, ...]:
@@ -183,4 +186,4 @@ class StepEvent:
             "timings_ms": dict(self.timings_ms),
             "draft_size": self.draft_size,
             "stop": self.stop,
-        }
+        } | ({"verifier": self.verifier} if self.verifier is not None else {})

@@ -38,6 +38,7 @@ from .detok import Detokenizer
 from .events import Piece, Stats, StepEvent
 from .loading import DEFAULT_DRAFT, DEFAULT_TARGET, load_models
 from .proposers.base import Context, Proposer
+from .record import verifier_record
 from .sampling import to_probs
 from .target import Target
 from .tree import Draft
@@ -209,7 +210,7 @@ def _steps(
         p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
         t2 = time.perf_counter()
         target_ms = 1000 * (t2 - t1) if target_ms is None else 0.8 * target_ms + 0.2 * 1000 * (t2 - t1)
-        verdict = verify(draft, p, gen)
+        verdict = verify(draft, p, gen, record=spec.verifier_record)
         target.commit(verdict.path)
         pieces, new, stop = _pieces(engine, draft, verdict, step, detok, spec.max_new_tokens - produced)
         tokens.extend(new)
@@ -233,6 +234,7 @@ def _steps(
             {"propose": 1000 * (t1 - t0), "score": 1000 * (t2 - t1), "verify": 1000 * (t3 - t2)},
             draft.n,
             stop,
+            None if verdict.record is None else verifier_record(draft, verdict, detok.alone),
         )
         if stop is not None:
             return

@@ -50,10 +50,30 @@ import torch
 from engine.sampling import sample
 from engine.tree import Draft
 
-__all__ = ["Verdict", "verify", "residual"]
+__all__ = ["Check", "Verdict", "verify", "residual"]
 
 # (node index, r(x) when tested, q(x), accepted?)
 Test = tuple[int, float, float, bool]
+RESIDUAL_TOP = 5  # tokens of a residual kept in the verifier's record
+
+
+@dataclass(frozen=True)
+class Check:
+    """One acceptance test as the verifier made it (only with ``verify(..., record=True)``): the
+    node, r(x) and q(x) at the test, the uniform u it drew (None when min(1, r/q) is 0 or 1, so no
+    draw was needed), the verdict, and after a rejection the top tokens of the residual
+    norm(max(r - q, 0)) it moved on to, as (token id, probability) pairs."""
+
+    node: int
+    p: float
+    q: float
+    u: float | None
+    accepted: bool
+    residual: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        return 1.0 if self.p >= self.q else self.p / self.q
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,9 @@ class Verdict:
     token: int
     bonus: bool
     tested: tuple[Test, ...]
+    record: tuple[Check, ...] | None = None  # the verifier's record, when asked for
+    final_from: tuple[tuple[int, float], ...] = ()  # with record: top tokens of the row ``token`` came from
+    draft_pq: tuple[tuple[float, float], ...] = ()  # with record: (p(x), q(x)) of every node, tested or not
 
     @property
     def kind(self) -> Literal["bonus", "recovered", "plain"]:
@@ -108,14 +131,19 @@ def _residual_point(r: torch.Tensor, x: int) -> torch.Tensor:
     return rest / mass if mass > 0.0 else r
 
 
-def _accept(r_x: float, q_x: float, generator: torch.Generator | None) -> bool:
-    """True with probability min(1, r_x / q_x); draws a uniform only when 0 < ratio < 1."""
+def _accept(r_x: float, q_x: float, generator: torch.Generator | None) -> tuple[bool, float | None]:
+    """(True with probability min(1, r_x / q_x), the uniform drawn); draws only when 0 < ratio < 1."""
     if r_x >= q_x:
-        return True
+        return True, None
     if r_x <= 0.0:
-        return False
+        return False, None
     u = float(torch.rand((), dtype=torch.float64, generator=generator))
-    return u < r_x / q_x
+    return u < r_x / q_x, u
+
+
+def _top(r: torch.Tensor, n: int = RESIDUAL_TOP) -> tuple[tuple[int, float], ...]:
+    vals, ids = torch.topk(r, min(n, r.shape[0]))
+    return tuple((int(i), float(v)) for i, v in zip(ids.tolist(), vals.tolist()) if v > 0.0)
 
 
 def _check_inputs(draft: Draft, p: torch.Tensor, tokens: list[int]) -> None:
@@ -145,33 +173,42 @@ def _probs_at_tokens(draft: Draft, p: torch.Tensor) -> tuple[list[float], list[f
     return p_at, q_at
 
 
-def verify(draft: Draft, p: torch.Tensor, generator: torch.Generator | None = None) -> Verdict:
-    """Verify ``draft`` against target rows ``p`` [n+1, V]; see the module docstring."""
+def verify(draft: Draft, p: torch.Tensor, generator: torch.Generator | None = None, record: bool = False) -> Verdict:
+    """Verify ``draft`` against target rows ``p`` [n+1, V]; see the module docstring. ``record``
+    also returns every test as a ``Check`` (the same draws: the outcome does not change)."""
     tokens = draft.tokens.tolist()
     _check_inputs(draft, p, tokens)
     if draft.n == 0:
-        return Verdict((), sample(p[0], generator), False, ())
+        return Verdict((), sample(p[0], generator), False, (), () if record else None, _top(p[0]) if record else ())
     p_at, q_at = _probs_at_tokens(draft, p)
 
     node, r, fresh = -1, p[0], True  # fresh: r is still p[node+1], so r(x_c) == p_at[c]
     path: list[int] = []
     tested: list[Test] = []
+    checks: list[Check] = []
     while True:
         children = draft.children(node)
         accepted = None
         for c in children:
             r_x = p_at[c] if fresh else float(r[tokens[c]])
-            ok = _accept(r_x, q_at[c], generator)
+            ok, u = _accept(r_x, q_at[c], generator)
             tested.append((c, r_x, q_at[c], ok))
             if ok:
                 accepted = c
+                if record:
+                    checks.append(Check(c, r_x, q_at[c], u, True))
                 break
             r = _residual_point(r, tokens[c]) if draft.q is None else residual(r, draft.q[c])
             fresh = False
+            if record:
+                checks.append(Check(c, r_x, q_at[c], u, False, _top(r)))
         if accepted is None:
             break
         path.append(accepted)
         node, r, fresh = accepted, p[accepted + 1], True
 
     bonus = not children  # the walk stopped at a leaf reached by acceptance (path is non-empty)
+    if record:
+        pq = tuple(zip(p_at, q_at))
+        return Verdict(tuple(path), sample(r, generator), bonus, tuple(tested), tuple(checks), _top(r), pq)
     return Verdict(tuple(path), sample(r, generator), bonus, tuple(tested))

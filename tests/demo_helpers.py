@@ -10,3 +10,41 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's chromium (never `playwright install`)
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+STATUS = "#sd-tokens .sd-status"
+
+
+def status_has(page, pattern: str, timeout: float = 120_000) -> None:
+    """Wait until the Generate view's status line matches the regular expression ``pattern``."""
+    page.wait_for_function(
+        "pat => new RegExp(pat).test((document.querySelector('" + STATUS + "') || {}).textContent || '')",
+        arg=pattern,
+        timeout=timeout,
+    )
+
+
+def set_max_new(page, n: int) -> None:
+    box = page.locator("#sd-max-new input[type=number]")
+    box.fill(str(n))
+    box.press("Enter")
+
+
+def set_method(page, name: str) -> None:
+    """Pick a method in the Generate view's dropdown (its options read "name: description")."""
+    import re
+
+    page.click("#sd-method input")
+    page.get_by_role("option", name=re.compile(f"^{re.escape(name)}:")).click()

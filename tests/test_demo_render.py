@@ -13,6 +13,7 @@ import time
 import pytest
 
 from app import demo_render as R
+from app import demo_stats as S
 from app import demo_teach as T
 from app.demo_runs import DemoSession, Run, check_prompt, make_spec
 from engine.backend import Request
@@ -109,15 +110,36 @@ def test_stats_summary_and_cards():
 
 def test_frames_per_step_and_position():
     t = R.Transcript().extend(_steps())
-    acc = R.accept_frame(t)
+    acc = S.step_frame(t)
     got = {(r.step, r.series): r.tokens for r in acc.itertuples()}
-    assert got[(1, "accepted")] == 1 and got[(1, "not accepted")] == 2 and got[(2, "accepted")] == 1
+    # step 1 drafted 3: one accepted, one rejected (struck in the stream), one never tested
+    assert got[(1, "accepted")] == 1 and got[(1, "rejected")] == 1 and got[(1, "untested")] == 1
+    assert got[(2, "accepted")] == 1 and got[(2, "rejected")] == 0
     alpha = R.alpha_frame(t)
     assert list(alpha.step) == [1, 2, 3] and list(alpha.alpha) == pytest.approx([1 / 3, 2 / 4, 2 / 4])
-    st = Stats(drafted_at=[4, 2], tested_at=[4, 1], accepted_at=[3, 1])
-    pos = R.position_frame(st)
-    assert list(pos.position) == ["1", "2"] and list(pos.alpha_i) == pytest.approx([0.75, 0.5])
-    assert set(R.accept_frame(R.Transcript()).series) == {"accepted", "not accepted"}  # legend fixed up front
+    assert set(S.step_frame(R.Transcript()).series) == {"accepted", "rejected", "untested"}  # legend fixed
+
+
+def test_position_acceptance_is_conditional_on_being_tested():
+    """Defect 6: depth 3 was drafted twice but never tested; it showed as 0 (never accepted)."""
+    st = Stats(drafted_at=[4, 4, 2], tested_at=[4, 1, 0], accepted_at=[3, 1, 0])
+    pos = S.position_frame(st)
+    assert list(pos.position) == [" 1", " 2"]  # untested depth 3 has no bar
+    assert list(pos.alpha_i) == pytest.approx([0.75, 1.0]) and list(pos.tested) == [4, 1]
+    assert "depth 1: 3/4 = 0.75; depth 2: 1/1 = 1.00" in S.position_counts(st)
+    assert "depth 3" not in S.position_counts(st) and "No draft token tested" in S.position_counts(None)
+    assert S.position_frame(None).empty
+    assert S.position_label(10) > S.position_label(9)  # depth 10 sorts after depth 9
+
+
+def test_method_note_says_what_k_means_and_why_tokens_are_plain():
+    """Defect 7: auto's choice, the draft's confidence stop and k as tree nodes were never said."""
+    t = R.Transcript().extend(_steps())
+    draft = S.method_note("draft", "auto", 0.2, t)
+    assert "confidence" in draft and "0.2" in draft and "auto picks" in draft
+    assert "0 to 3 drafted per step" in draft and "1 of 3 steps drafted nothing" in draft
+    assert "tree nodes" in S.method_note("medusa", "auto", 0.2, t) and "depth" in S.method_note("eagle", 4, 0.2, t)
+    assert "no n-gram" in S.method_note("lookup", 4, 0.2, t) and "ignored" in S.method_note("none", "auto", 0.2, t)
 
 
 def test_api_payload_carries_pieces_text_and_stats():
@@ -310,6 +332,9 @@ def test_a_run_delivers_the_last_events_however_the_end_arrives():
 
         def cancel(self, reason="cancelled"):
             raise AssertionError("a finished run is not cancelled")
+
+        def started(self):
+            return True
 
     class Backend:
         def submit(self, request):
