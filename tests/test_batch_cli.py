@@ -39,3 +39,14 @@ def test_batch_of_one_is_the_local_backend_and_more_is_the_batch(engine):
     finally:
         one.shutdown(5)
         many.shutdown(5)
+
+
+def test_the_concurrency_bench_runs_and_checks_identity(engine, prompts):
+    from tools.bench_concurrency import chart, markdown, run_concurrency, table
+
+    result = run_concurrency(engine, prompts[:3], [1, 2], ["none", "lookup"], 4, hf=False)
+    rows = {(r["row"], r["method"], r["c"]) for r in result["rows"]}
+    assert ("local", "none", 1) in rows and ("batch", "lookup", 2) in rows and ("load", "lookup", 2) in rows
+    assert all(r["identical"] for r in result["rows"])
+    assert all(r["tokens"] == 12 for r in result["rows"])
+    assert "lookup" in table(result) and "| none |" in markdown(result) and chart(result).startswith("<svg")

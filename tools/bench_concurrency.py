@@ -148,6 +148,29 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown(result: dict) -> str:
+    """The table for docs/batching.md: tokens/s per row and concurrency, x the local baseline."""
+    base = next(r["tok_s"] for r in result["rows"] if r["row"] == "local")
+    levels = result["levels"]
+    head = "| row | " + " | ".join(f"c={c}" for c in levels) + " | same |"
+    lines = [head, "|---" * (len(levels) + 2) + "|"]
+    lines.append(f"| local none (today) | {base:.0f} (1.0x) |" + " |" * (len(levels) - 1) + " True |")
+    keys = dict.fromkeys((r["row"], r["method"]) for r in result["rows"] if r["row"] != "local")
+    for kind, m in keys:
+        cells = {r["c"]: r for r in result["rows"] if (r["row"], r["method"]) == (kind, m)}
+        vals = [f"{cells[c]['tok_s']:.0f} ({cells[c]['tok_s'] / base:.1f}x)" if c in cells else "" for c in levels]
+        same = all(r["identical"] for r in cells.values())
+        name = {"batch": m, "load": f"{m} + load policy", "hf_cb": "transformers CB"}[kind]
+        lines.append(f"| {name} | " + " | ".join(vals) + f" | {same} |")
+    ttft = [r for r in result["rows"] if r["row"] == "batch" and r["method"] == "none"]
+    lines.append("")
+    lines.append(
+        "none, time to first token p50 / p95 (ms): "
+        + ", ".join(f"c={r['c']}: {r['ttft_p50_ms']:.0f} / {r['ttft_p95_ms']:.0f}" for r in ttft)
+    )
+    return "\n".join(lines)
+
+
 def chart(result: dict) -> str:
     from .svgplot import DASHED, DOTTED, Series, line_chart
 
