@@ -10,6 +10,7 @@ keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections.abc import Iterator
@@ -31,8 +32,18 @@ RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run kee
 PLOT_INTERVAL_S = 3.0  # the plots, the costliest to redraw (measured), at most every 3 s while streaming
 
 
-def _page_error(e: Exception) -> gr.Error:
-    return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Busy")
+log = logging.getLogger("specdec.demo")
+
+
+def page_error(e: Exception) -> gr.Error:
+    """The page's (or API's) error for bad input or a full queue: one warning line in the server log,
+    no traceback (gradio prints one for every error unless told not to)."""
+    log.warning("refused: %s", e)
+    title = "Busy" if isinstance(e, Busy) else "Invalid setting"
+    return gr.Error(str(e), title=title, print_exception=False)
+
+
+_page_error = page_error
 
 
 class Handlers:
@@ -119,14 +130,14 @@ class Handlers:
             spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except (ConfigError, TypeError) as e:
-            raise gr.Error(str(e)) from None
+            raise page_error(e) from None
         t = R.Transcript(prompt=prompt)
         try:
             for batch in Run(self.backend, prompt, spec).batches():
                 t.extend(batch)
                 yield R.api_payload(t, done=False)
         except (ConfigError, Busy) as e:
-            raise gr.Error(str(e)) from None
+            raise page_error(e) from None
         yield R.api_payload(t, done=True)
 
     # -- Race ----------------------------------------------------------------------------------

@@ -305,8 +305,15 @@ def test_monte_carlo_through_the_verifier_converges_to_p():
     assert sum(last.counts) == 4000 and last.counts[4] == 0  # p(t4) = 0: never emitted, though q proposes it
     assert T.tv(last.empirical(), p) < 0.04 < T.tv(q, p)
     assert last.accepted / last.n == pytest.approx(sum(min(a, b) for a, b in zip(p, q)), abs=0.04)
+    acc, res = last.split()
+    assert [a + r for a, r in zip(acc, res)] == pytest.approx(last.empirical())
+    for a, r, pi, qi in zip(acc, res, p, q):  # the two parts converge to min(p, q) and max(p - q, 0)
+        assert a == pytest.approx(min(pi, qi), abs=0.04) and r == pytest.approx(max(pi - qi, 0.0), abs=0.04)
     fig = T.mc_figure(last, p, q)
-    assert {tr.name for tr in fig.data} >= {"target p", "draft q", "verifier output"}
+    names = {tr.name for tr in fig.data}
+    assert {"emitted by acceptance ~ min(p, q)", "emitted from the residual ~ max(p - q, 0)", "draft q"} <= names
+    band = next(tr for tr in fig.data if tr.name.startswith("target p")).error_y.array
+    assert band[0] == pytest.approx(1.96 * (p[0] * (1 - p[0]) / 4000) ** 0.5)
 
 
 def test_only_the_prompt_tail_is_shown():
