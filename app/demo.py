@@ -74,7 +74,7 @@ def _settings(backend) -> dict[str, gr.components.Component]:
             elem_id="sd-k",
             min_width=120,
         )
-        seed = gr.Number(value=0, precision=0, label="seed", min_width=80)
+        seed = gr.Number(value=0, precision=0, label="seed", min_width=80, elem_id="sd-seed")
     temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="sd-temperature")
     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
     max_new = gr.Slider(1, backend.limits.context, value=96, step=1, label="max new tokens", elem_id="sd-max-new")
@@ -86,8 +86,11 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
         run = gr.Button("Run", variant="primary", elem_id="sd-run")
         stop = gr.Button("Stop", variant="stop", elem_id="sd-stop")
     gr.HTML(R.legend_html())
-    tokens = gr.HTML(R.transcript_html(R.Transcript()), elem_id="sd-tokens")
-    stats = gr.HTML(R.stats_html(None), elem_id="sd-stats")
+    with gr.Row(equal_height=False):  # side by side on a projector, stacked on a phone
+        with gr.Column(scale=3, min_width=320):
+            tokens = gr.HTML(R.transcript_html(R.Transcript()), elem_id="sd-tokens", js_on_load=None)
+        with gr.Column(scale=2, min_width=280):
+            stats = gr.HTML(R.stats_html(None) + S.position_counts(None), elem_id="sd-stats", js_on_load=None)
     t0 = R.Transcript()
     with gr.Row():
         accept = gr.BarPlot(
@@ -104,6 +107,8 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             R.alpha_frame(t0),
             x="step",
             y="alpha",
+            color="series",
+            color_map=S.ALPHA_COLOURS,
             title="running alpha (accepted / drafted)",
             y_lim=[0, 1],
             height=240,
@@ -113,6 +118,8 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
             S.position_frame(None),
             x="position",
             y="alpha_i",
+            color="series",
+            color_map=S.ALPHA_COLOURS,
             y_lim=[0, 1],
             tooltip="all",
             title="conditional alpha_i (accepted / tested)",

@@ -19,22 +19,24 @@ from typing import Any
 
 from engine.loading import ASSETS
 
-TEACHING: list[tuple[str, str, str]] = [
+TEACHING: list[tuple[str, str, str]] = [  # measured in docs/demo.md, "Teaching prompts"
     (
         "lookup shines",
-        "class Config:\n    def get_name(self):\n        return self._name\n\n    def get_path(self):\n"
-        "        return self._path\n\n    def get_size(self):\n",
-        "the continuation repeats what the context already holds: prompt lookup copies it, no model needed",
+        "import os\nimport sys\n\n\ndef main():\n",
+        "at temperature 0 the small target repeats its own lines, and prompt lookup copies them "
+        "(tau 3.6 against the draft model's 2.9)",
     ),
     (
         "the draft agrees",
-        "import os\nimport sys\n\n\ndef main():\n",
-        "common boilerplate: the small draft predicts what the target would, so long runs are accepted",
+        "class Config:\n    def get_name(self):\n        return self._name\n\n    def get_path(self):\n"
+        "        return self._path\n\n    def get_size(self):\n",
+        "at temperature 0 the draft model predicts the target better than copying does (tau 2.3 against lookup's 1.8)",
     ),
     (
         "nothing helps",
         "# 7f3a 91c2 e04b 55d8 0b6e a1f9\nKEY = '",
-        "random hex: neither the draft nor the context can guess it; at temperature 0.8 most drafts fail",
+        "set temperature 0.8: random hex that neither the draft nor the context can guess "
+        "(tau 1.2 for the draft, 1.1 for lookup); at temperature 0 the target falls into a loop that lookup copies",
     ),
 ]
 

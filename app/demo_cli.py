@@ -12,7 +12,8 @@ import os
 
 EPILOG = """views:
   Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots
-  Race      the baseline and a method side by side on the same prompt and seed, measured speedup
+  Step      one verification step at a time with the verifier's record (p, q, u, verdict, residual)
+  Race      the baseline and a method, repeated with alternating sides: median speedup and its spread
   Teach     the speedup equation with sliders, and rejection sampling checked by Monte Carlo
 
 API: a streaming endpoint /generate (prompt, method, k, temperature, max_new_tokens, seed); see docs/demo.md.

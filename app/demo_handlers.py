@@ -10,7 +10,9 @@ keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_
 
 from __future__ import annotations
 
+import logging
 import statistics
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -27,10 +29,21 @@ from . import demo_teach as T
 from .demo_runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
 
 RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run keeps the page responsive
+PLOT_INTERVAL_S = 3.0  # the plots, the costliest to redraw (measured), at most every 3 s while streaming
 
 
-def _page_error(e: Exception) -> gr.Error:
-    return gr.Error(str(e), title="Invalid setting" if isinstance(e, ConfigError) else "Busy")
+log = logging.getLogger("specdec.demo")
+
+
+def page_error(e: Exception) -> gr.Error:
+    """The page's (or API's) error for bad input or a full queue: one warning line in the server log,
+    no traceback (gradio prints one for every error unless told not to)."""
+    log.warning("refused: %s", e)
+    title = "Busy" if isinstance(e, Busy) else "Invalid setting"
+    return gr.Error(str(e), title=title, print_exception=False)
+
+
+_page_error = page_error
 
 
 class Handlers:
@@ -38,15 +51,13 @@ class Handlers:
         self.backend = backend
 
     # -- Generate ------------------------------------------------------------------------------
-    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec) -> tuple:
+    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec, plots: bool = True) -> tuple:
+        """The Generate view's outputs; ``plots=False`` leaves the three plots as they are (re-drawing
+        them is the page's most expensive update, so while streaming they follow at most once per
+        ``PLOT_INTERVAL_S``)."""
         note = S.method_note(spec.method, spec.k, spec.confidence, t) + S.position_counts(t.stats)
-        return (
-            R.transcript_html(t, status),
-            R.stats_html(t.stats) + note,
-            S.step_frame(t),
-            R.alpha_frame(t),
-            S.position_frame(t.stats),
-        )
+        frames = (S.step_frame(t), R.alpha_frame(t), S.position_frame(t.stats)) if plots else (gr.skip(),) * 3
+        return (R.transcript_html(t, status), R.stats_html(t.stats) + note, *frames)
 
     def generate(
         self,
@@ -67,11 +78,14 @@ class Handlers:
         t = R.Transcript(prompt=prompt)
         yield self._views(t, f"running {method} ...", spec)
         run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
+        plotted = 0.0
         try:
             for batch in run.batches():
                 t.extend(batch)
                 if t.steps:
-                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec)
+                    now = time.monotonic()
+                    plots, plotted = (True, now) if now - plotted >= PLOT_INTERVAL_S else (False, plotted)
+                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec, plots)
                 else:  # the backend holds it until the request before it ends; Stop still acts
                     yield self._views(t, f"{method}: waiting in the engine's queue (another request is decoding)", spec)
         except (ConfigError, Busy) as e:
@@ -116,14 +130,14 @@ class Handlers:
             spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
         except (ConfigError, TypeError) as e:
-            raise gr.Error(str(e)) from None
+            raise page_error(e) from None
         t = R.Transcript(prompt=prompt)
         try:
             for batch in Run(self.backend, prompt, spec).batches():
                 t.extend(batch)
                 yield R.api_payload(t, done=False)
         except (ConfigError, Busy) as e:
-            raise gr.Error(str(e)) from None
+            raise page_error(e) from None
         yield R.api_payload(t, done=True)
 
     # -- Race ----------------------------------------------------------------------------------

@@ -14,7 +14,11 @@ Contract:
 
 from __future__ import annotations
 
-CSS = """
+from .demo_render import kind_css
+
+CSS = (
+    kind_css()
+    + """
 .sd-tok { padding: 0 !important; border-radius: 2px; cursor: pointer; }
 .sd-tok:focus { outline: 2px solid #7c3aed; outline-offset: 0; }
 .sd-stream { font-variant-ligatures: none; }
@@ -31,6 +35,7 @@ CSS = """
   #sd-method input { padding-right: 28px !important; text-overflow: ellipsis; }
 }
 """
+)
 
 HEAD = """
 <script>

@@ -1,9 +1,10 @@
 """Browser rendering of step events for the demo (pure functions, no gradio, no torch).
 
 Contract: the engine decides every token's fate; this module only styles it.
-- ``piece_span(piece)`` is one ``<span class="sd-tok" data-kind=KIND title=...>`` per token, coloured
-  by kind (accepted green, rejected red and struck through, recovered orange, bonus blue, plain
-  neutral) with a tooltip giving the step, the draft position and p and q where known.
+- ``piece_span(piece)`` is one ``<span class="sd-tok sd-KIND" data-kind=KIND data-info=...>`` per
+  token, coloured by kind through ``kind_css()`` (accepted green, rejected red and struck through,
+  recovered orange, bonus blue, plain neutral); ``data-info`` gives the step, the draft position
+  and p and q where known (the page's inspector shows it on click, tap or Enter).
 - ``Transcript`` accumulates a run's events; ``transcript_html`` renders it, ``stats_summary`` /
   ``stats_html`` the live numbers, and ``alpha_frame`` the running acceptance rate (the other
   plot frames are in ``demo_stats``).
@@ -23,8 +24,7 @@ import pandas as pd
 
 from engine.events import Piece, Stats, StepEvent
 
-# kind -> (inline style, legend label). Inline styles keep the page self-contained: no stylesheet
-# has to be passed to launch() for the colours to show.
+# kind -> style of its tokens: the page's stylesheet (kind_css) and the legend's inline styles.
 KIND_STYLE: dict[str, str] = {
     "accepted": "background:#c8f7c5;color:#14532d",
     "rejected": "background:#fde2e2;color:#b91c1c;text-decoration:line-through",
@@ -43,7 +43,8 @@ SPAN_BASE = "border-radius:2px"
 BOX_STYLE = (
     "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.55;"
     "white-space:pre-wrap;word-break:break-word;padding:8px;border:1px solid #d0d7de;"
-    "border-radius:6px;min-height:4em;max-height:520px;overflow:auto"
+    "border-radius:6px;min-height:4em;max-height:min(520px,50vh);overflow:auto;"
+    "display:flex;flex-direction:column-reverse"  # scrolled to the newest tokens, however often re-rendered
 )
 
 
@@ -77,15 +78,18 @@ def visible_text(piece: Piece) -> str:
 
 
 def piece_span(piece: Piece) -> str:
-    """Focusable (Tab, then Enter opens the inspector of app/demo_page.py), ``data-info`` for the
-    inspector and ``title`` for a mouse's hover."""
-    style = f"{SPAN_BASE};{KIND_STYLE.get(piece.kind, '')}"
-    info = html.escape(piece_tooltip(piece))
+    """Small on purpose (a 512-token run re-renders ~500 of them a few times a second): colours come
+    from the page's stylesheet (``kind_css``, class ``sd-KIND``), ``data-info`` feeds the inspector
+    of app/demo_page.py, and ``tabindex`` makes the token reachable by keyboard."""
     return (
-        f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" '
-        f'style="{style}" tabindex="0" data-info="{info}" title="{info}">'
-        f"{html.escape(visible_text(piece))}</span>"
+        f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" tabindex="0" '
+        f'data-info="{html.escape(piece_tooltip(piece))}">{html.escape(visible_text(piece))}</span>'
     )
+
+
+def kind_css() -> str:
+    """The stylesheet rules for the token spans, from KIND_STYLE (one source for page and legend)."""
+    return "".join(f".sd-tok.sd-{k}{{{v}}}\n" for k, v in KIND_STYLE.items())
 
 
 def legend_html() -> str:
@@ -167,7 +171,7 @@ def transcript_html(t: Transcript, status: str = "") -> str:
         if status
         else ""
     )
-    return f'<div class="sd-stream" style="{BOX_STYLE}">{prompt}{body}</div>{note}'
+    return f'<div class="sd-stream" style="{BOX_STYLE}"><div>{prompt}{body}</div></div>{note}'
 
 
 def stats_summary(stats: Stats | None) -> dict[str, str]:
@@ -211,8 +215,8 @@ def alpha_frame(t: Transcript) -> pd.DataFrame:
         drafted += s.drafted
         accepted += s.accepted
         if drafted:
-            rows.append({"step": s.step, "alpha": accepted / drafted})
-    return pd.DataFrame(rows or [{"step": 0, "alpha": 0.0}])
+            rows.append({"step": s.step, "alpha": accepted / drafted, "series": "alpha"})
+    return pd.DataFrame(rows, columns=["step", "alpha", "series"])
 
 
 def api_payload(t: Transcript, done: bool) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from .demo_render import Transcript
 
 SERIES = ("accepted", "rejected", "untested")
 SERIES_COLOURS = {"accepted": "#16a34a", "rejected": "#dc2626", "untested": "#cbd5e1"}
+ALPHA_COLOURS = {"alpha": "#7c3aed", "alpha_i": "#7c3aed"}  # not orange: orange is "recovered" in the stream
 
 
 def step_frame(t: Transcript) -> pd.DataFrame:
@@ -53,8 +54,10 @@ def position_frame(stats: Stats | None) -> pd.DataFrame:
     if stats is not None:
         for i, (a, n) in enumerate(zip(stats.accepted_at, stats.tested_at), 1):
             if n:
-                rows.append({"position": position_label(i), "alpha_i": a / n, "accepted": a, "tested": n})
-    return pd.DataFrame(rows, columns=["position", "alpha_i", "accepted", "tested"])
+                rows.append(
+                    {"position": position_label(i), "alpha_i": a / n, "accepted": a, "tested": n, "series": "alpha_i"}
+                )
+    return pd.DataFrame(rows, columns=["position", "alpha_i", "accepted", "tested", "series"])
 
 
 def position_counts(stats: Stats | None) -> str:

@@ -11,13 +11,14 @@ Contract:
   min(1, p/q), the uniform u drawn (or why none was), the verdict, and after each rejection the
   residual norm(max(p - q, 0)) it moved on to as bars of its top tokens; then the token that ended
   the step and the row it was sampled from. Each row carries ``data-*`` attributes with the
-  engine's numbers (the browser test compares them with the step event).
+  engine's numbers, and the record itself follows as JSON (the browser test compares the two).
 - ``walk_html(walk)`` is the stream so far, the current step's tokens outlined.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -155,9 +156,11 @@ def panel_html(event: StepEvent | None) -> str:
             f'sampled from {source.get(final["kind"], "p")}: <code style="{MONO}">{_tok(final["text"])}</code> '
             f"({final['kind']}).</p>" + _bars(final.get("from", []), "the row it was sampled from (top tokens)")
         )
+    raw = html.escape(json.dumps(rec, indent=1))
     return (
         f'<div class="sd-panel" data-step="{event.step}"><h4 style="margin:4px 0">step {event.step}: the verifier\'s '
-        f"record</h4>{table}{fin}</div>"
+        f"record</h4>{table}{fin}<details><summary style='font-size:12px'>the step event's record (JSON)</summary>"
+        f'<pre class="sd-raw" style="font-size:11px;max-height:240px;overflow:auto">{raw}</pre></details></div>'
     )
 
 

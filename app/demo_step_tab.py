@@ -18,6 +18,7 @@ from engine.backend import Busy
 from engine.config import ConfigError
 
 from . import demo_step as ST
+from .demo_handlers import page_error
 from .demo_runs import DemoSession, Run, check_prompt, make_spec
 
 
@@ -35,14 +36,14 @@ class StepHandlers:
             spec = ST.record_spec(make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed))
             prompt = check_prompt(prompt)
         except ConfigError as e:
-            raise gr.Error(str(e), title="Invalid setting") from None
+            raise page_error(e) from None
         session.walk, session.walk_prompt = ST.Walk(), prompt
         yield self._views(session, "<p>decoding with the verifier's record ...</p>")
         try:
             for batch in Run(self.backend, prompt, spec, session.stop).batches():
                 session.walk.events.extend(batch)
         except (ConfigError, Busy) as e:
-            raise gr.Error(str(e)) from None
+            raise page_error(e) from None
         session.walk.next()
         yield self._views(session)
 

@@ -11,7 +11,9 @@ Contract:
   (engine.verify.verify on an engine.tree.Draft chain of one token with its q row) n times,
   yielding a snapshot ``McState`` (counts of the emitted token, acceptances) at each checkpoint, so the
   page can show the histogram converging to p.
-- ``mc_figure(state, p, q)`` is the histogram beside p and q, and total variation against n.
+- ``mc_figure(state, p, q)`` is the histogram split into its accepted part (tends to min(p, q)) and
+  its residual part (tends to max(p - q, 0)), stacked so their sum visibly meets p, with p's 95%
+  sampling band 1.96 sqrt(p(1 - p)/n) (the 1/sqrt(n) noise), beside q; and total variation against n.
 """
 
 from __future__ import annotations
@@ -171,6 +173,15 @@ class McState:
     accepted: int = 0
     counts: list[int] = field(default_factory=list)
     curve: list[tuple[int, float]] = field(default_factory=list)  # (n, TV(empirical, p))
+    by_accept: list[int] = field(default_factory=list)  # emitted by acceptance (the rest: from the residual)
+
+    def split(self) -> tuple[list[float], list[float]]:
+        """(accepted part, residual part) of the empirical distribution: they tend to min(p, q)
+        and max(p - q, 0), and add up to the empirical distribution."""
+        if not self.n:
+            return [0.0] * len(self.counts), [0.0] * len(self.counts)
+        acc = [a / self.n for a in self.by_accept]
+        return acc, [(c - a) / self.n for c, a in zip(self.counts, self.by_accept)]
 
     def empirical(self) -> list[float]:
         return [c / self.n for c in self.counts] if self.n else [0.0] * len(self.counts)
@@ -192,7 +203,7 @@ def monte_carlo(p: list[float], q: list[float], n: int, seed: int) -> Iterator[M
     pt, qt = torch.tensor(p, dtype=torch.float32), torch.tensor(q, dtype=torch.float32)
     rows = torch.stack([pt, pt])  # row 0: p at the root; row 1: p after the draft token (bonus)
     gen = torch.Generator().manual_seed(int(seed))
-    state = McState(counts=[0] * len(p))
+    state = McState(counts=[0] * len(p), by_accept=[0] * len(p))
     marks = checkpoints(n)
     xs = torch.multinomial(qt, n, replacement=True, generator=gen).tolist()
     for i, x in enumerate(xs, 1):
@@ -200,11 +211,12 @@ def monte_carlo(p: list[float], q: list[float], n: int, seed: int) -> Iterator[M
         y = x if verdict.path else verdict.token  # the first emitted token
         state.counts[y] += 1
         state.accepted += bool(verdict.path)
+        state.by_accept[y] += bool(verdict.path)
         state.n = i
         if i == marks[0]:
             marks.pop(0)
             state.curve.append((i, tv(state.empirical(), p)))
-            yield McState(state.n, state.accepted, list(state.counts), list(state.curve))
+            yield McState(state.n, state.accepted, list(state.counts), list(state.curve), list(state.by_accept))
 
 
 def mc_figure(state: McState, p: list[float], q: list[float]) -> go.Figure:
@@ -215,9 +227,31 @@ def mc_figure(state: McState, p: list[float], q: list[float]) -> go.Figure:
         column_widths=[0.6, 0.4],
         subplot_titles=(f"emitted tokens after {state.n} draws", "distance to p"),
     )
-    fig.add_trace(go.Bar(x=names, y=p, name="target p", marker_color="#16a34a"), row=1, col=1)
-    fig.add_trace(go.Bar(x=names, y=q, name="draft q", marker_color="#9ca3af"), row=1, col=1)
-    fig.add_trace(go.Bar(x=names, y=state.empirical(), name="verifier output", marker_color="#2563eb"), row=1, col=1)
+    acc, res = state.split()
+    band = [1.96 * (pi * (1 - pi) / state.n) ** 0.5 if state.n else 0.0 for pi in p]  # 95% band of 1/sqrt(n)
+    fig.add_trace(
+        go.Bar(x=names, y=acc, name="emitted by acceptance ~ min(p, q)", marker_color="#16a34a"), row=1, col=1
+    )
+    fig.add_trace(
+        go.Bar(x=names, y=res, name="emitted from the residual ~ max(p - q, 0)", marker_color="#f59e0b"), row=1, col=1
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=names,
+            y=p,
+            mode="markers",
+            name="target p ± 1.96 sqrt(p(1-p)/n)",
+            marker={"color": "#111827", "symbol": "line-ew-open", "size": 28, "line": {"width": 3}},
+            error_y={"type": "data", "array": band, "visible": True, "color": "#111827"},
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(x=names, y=q, mode="markers", name="draft q", marker={"color": "#9ca3af", "size": 9}),
+        row=1,
+        col=1,
+    )
     if state.curve:
         fig.add_trace(
             go.Scatter(
@@ -244,7 +278,7 @@ def mc_figure(state: McState, p: list[float], q: list[float]) -> go.Figure:
     fig.update_xaxes(type="log", title_text="draws n", row=1, col=2)
     fig.update_yaxes(title_text="probability", row=1, col=1)
     fig.update_layout(
-        barmode="group",
+        barmode="stack",
         height=360,
         margin={"l": 40, "r": 10, "t": 40, "b": 40},
         legend={"orientation": "h", "y": -0.25},

@@ -48,3 +48,22 @@ def set_method(page, name: str) -> None:
 
     page.click("#sd-method input")
     page.get_by_role("option", name=re.compile(f"^{re.escape(name)}:")).click()
+
+
+def set_number(page, elem_id: str, value) -> None:
+    """Type into the number box of a gradio Slider or Number with this elem_id."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def set_k(page, k: str) -> None:
+    page.click("#sd-k input")
+    page.get_by_role("option", name=k, exact=True).click()
+
+
+LONGTASKS = """
+window.sdLong = [];
+new PerformanceObserver(list => { for (const e of list.getEntries()) window.sdLong.push(e.duration); })
+  .observe({type: 'longtask', buffered: true});
+"""

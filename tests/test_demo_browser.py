@@ -68,7 +68,7 @@ def test_run_a_prompt_in_chromium(page_url, tmp_path):
                 "#sd-tokens span.sd-tok[data-kind=accepted]", "e => getComputedStyle(e).backgroundColor"
             )
             assert colour == GREEN
-            title = page.get_attribute("#sd-tokens span.sd-tok[data-kind=accepted]", "title")
+            title = page.get_attribute("#sd-tokens span.sd-tok[data-kind=accepted]", "data-info")
             assert "step" in title and "draft position" in title and "p=" in title
             assert page.inner_text("#sd-stats [data-stat=tokens]").endswith("64")
             for plot in ("#sd-accept-plot", "#sd-alpha-plot", "#sd-position-plot"):

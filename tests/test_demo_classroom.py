@@ -8,6 +8,7 @@ browser's PerformanceObserver, not the speed of this machine.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,7 +17,18 @@ import pytest
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
 from app.demo import launch_demo  # noqa: E402
-from tests.demo_helpers import CHROMIUM, CHROMIUM_ARGS, STATUS, free_port, set_max_new, set_method, status_has  # noqa: E402
+from tests.demo_helpers import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LONGTASKS,
+    STATUS,
+    free_port,
+    set_k,
+    set_max_new,
+    set_method,
+    set_number,
+    status_has,
+)
 
 pytestmark = pytest.mark.slow
 SHORT = "import os\n"  # a short prompt leaves ~500 tokens of context: a long run
@@ -97,6 +109,146 @@ def test_every_theory_link_answers_and_the_proof_has_rendered_formulas(browser, 
             r = page.request.get(url)
             assert r.status == 200, url
             assert "Not Found" not in r.text()[:200]
+        assert page.errors == []
+    finally:
+        ctx.close()
+
+
+LONG_TASK_BOUND_MS = 100  # the issue's bound for main-thread blocking at a time
+# A timed bound is asserted only on request (the project never asserts speed in CI, where the
+# machine is shared): SPECDEC_BROWSER_BOUNDS=1 python -m pytest tests/test_demo_classroom.py -k responsive
+ASSERT_BOUNDS = os.environ.get("SPECDEC_BROWSER_BOUNDS") == "1"
+
+
+def test_projector_layout_and_a_512_token_run_keeps_the_page_responsive(browser, page_url, tmp_path):
+    """Defects 4 and 5: at 1400x1000 the output started at the bottom edge; a 512-token run blocked
+    the main thread up to 351 ms at a time. Stream and stats must be in the first 1400x900 viewport
+    while a run streams, and no long task may reach the bound."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    ctx.add_init_script(LONGTASKS)
+    page = ctx.new_page()
+    try:
+        page.goto(page_url)
+        page.wait_for_selector("#sd-run", timeout=120_000)
+        page.fill("#sd-prompt textarea", SHORT)
+        set_method(page, "none")
+        set_max_new(page, 505)  # "import os\n" is a few tokens of the 512-token context
+        page.evaluate("() => { window.sdLong.length = 0; }")
+        page.click("#sd-run")
+        status_has(page, ": step [1-9][0-9]")  # streaming
+        for sel in ("#sd-tokens .sd-stream", "#sd-stats"):
+            box = page.eval_on_selector(sel, "e => e.getBoundingClientRect().toJSON()")
+            assert box["top"] >= 0 and box["bottom"] <= 900, (sel, box)
+        assert page.evaluate("() => window.scrollY") == 0
+        status_has(page, "done|stopped")
+        page.wait_for_timeout(1000)
+        long_ms = page.evaluate("() => window.sdLong")
+        tokens = page.locator("#sd-tokens span.sd-tok").count()
+        print(
+            f"512-token run: {tokens} tokens, {len(long_ms)} long tasks, max {max(long_ms, default=0):.0f} ms, "
+            f"total {sum(long_ms):.0f} ms"
+        )
+        assert tokens >= 400 and long_ms is not None  # the observer ran
+        if ASSERT_BOUNDS:
+            assert max(long_ms, default=0.0) < LONG_TASK_BOUND_MS, long_ms
+    finally:
+        ctx.close()
+
+
+def test_tap_and_keyboard_open_the_inspector_on_a_phone(browser, page_url):
+    """Defect 9: tooltips were hover titles, so tapping a token showed nothing; the phone layout
+    must not cover the Run button."""
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = ctx.new_page()
+    try:
+        page.goto(page_url)
+        page.wait_for_selector("#sd-run", timeout=120_000)
+        page.wait_for_function("() => !document.getElementById('sd-sidebar').classList.contains('open')")
+        hit = page.eval_on_selector(
+            "#sd-run",
+            "e => { const r = e.getBoundingClientRect(); "
+            "return e.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2)); }",
+        )
+        assert hit  # nothing covers the Run button
+        page.tap("#sd-run")
+        status_has(page, "done")
+        tok = page.locator("#sd-tokens span.sd-tok[data-kind=accepted]").first
+        tok.scroll_into_view_if_needed()
+        tok.tap()
+        insp = page.locator("#sd-inspector")
+        insp.wait_for(state="visible")
+        body = insp.inner_text()
+        assert "accepted" in body and "step" in body and "p=" in body and "draft position" in body
+        box = insp.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390  # on screen
+        page.keyboard.press("Escape")
+        insp.wait_for(state="hidden")
+        page.locator("#sd-tokens span.sd-tok[data-kind=bonus]").first.focus()
+        page.keyboard.press("Enter")
+        insp.wait_for(state="visible")
+        assert "bonus" in insp.inner_text()
+    finally:
+        ctx.close()
+
+
+def test_step_through_shows_p_q_u_and_the_residual_of_the_step_event(browser, page_url, backend):
+    """Deliverable: the step-through panel's numbers are the step event's verifier record."""
+    from dataclasses import replace
+
+    from engine.backend import Request
+    from engine.config import GenerateSpec, SamplingParams
+
+    prompt = "def fibonacci(n):"
+    spec = GenerateSpec(method="draft", k=4, max_new_tokens=40, sampling=SamplingParams(0.8, seed=3))
+    events = list(backend.submit(Request(prompt, replace(spec, verifier_record=True))))  # as the page's run
+    want = next(
+        i
+        for i, ev in enumerate(events)
+        if any(n["verdict"] == "rejected" and n["u"] is not None for n in ev.verifier["nodes"])
+    )
+    ctx, page = _open(browser, page_url)
+    try:
+        page.fill("#sd-prompt textarea", prompt)
+        set_method(page, "draft")
+        set_k(page, "4")
+        set_number(page, "sd-temperature", 0.8)
+        set_max_new(page, 40)
+        set_number(page, "sd-seed", 3)
+        page.get_by_role("tab", name="Step through").click()
+        page.click("#sd-step-start")
+        page.wait_for_selector("#sd-step-panel .sd-panel[data-step='1']", timeout=120_000)
+        for i in range(want):
+            page.click("#sd-step-next")
+            page.wait_for_selector(f"#sd-step-panel .sd-panel[data-step='{i + 2}']")
+        ev = events[want]
+        shown = json.loads(page.eval_on_selector("#sd-step-panel .sd-raw", "e => e.textContent"))  # what the page got
+        # the same run as the backend's own: same tokens and verdicts (float32 rounding may differ by
+        # a few ulps between two runs of one engine: the cache history changes kernel shapes)
+        assert [(n["token"], n["verdict"]) for n in shown["nodes"]] == [
+            (n["token"], n["verdict"]) for n in ev.verifier["nodes"]
+        ]
+        for a, b in zip(shown["nodes"], ev.verifier["nodes"]):
+            assert a["p"] == pytest.approx(b["p"], rel=1e-5) and a["q"] == pytest.approx(b["q"], rel=1e-5)
+            assert (a.get("u") is None) == (b.get("u") is None)
+            if a.get("u") is not None:
+                assert a["u"] == b["u"]  # the same uniform: the same seeded generator
+        rows = page.eval_on_selector_all("#sd-step-panel tr.sd-check", "els => els.map(e => ({...e.dataset}))")
+        assert len(rows) == len(shown["nodes"]) == ev.draft_size  # every drafted token, tested or not
+        for row, node in zip(rows, shown["nodes"]):
+            assert row["verdict"] == node["verdict"] and int(row["token"]) == node["token"]
+            assert float(row["p"]) == pytest.approx(node.get("p_test", node["p"]), rel=1e-8)
+            assert float(row["q"]) == pytest.approx(node["q"], rel=1e-8)
+            if node["verdict"] == "rejected":
+                assert float(row["u"]) == pytest.approx(node["u"], rel=1e-8)
+                assert float(row["ratio"]) == pytest.approx(node["ratio"], rel=1e-8)
+        bars = page.eval_on_selector_all(
+            "#sd-step-panel .sd-residual-row .sd-bar", "els => els.map(e => +e.dataset.token)"
+        )
+        first = next(n for n in shown["nodes"] if n["verdict"] == "rejected")
+        assert bars[: len(first["residual"])] == [t["token"] for t in first["residual"]]
+        assert page.locator("#sd-step-panel tr.sd-check[data-verdict=rejected]").count() >= 1
+        page.click("#sd-step-end")
+        page.wait_for_selector(f"#sd-step-panel .sd-panel[data-step='{len(events)}']")
         assert page.errors == []
     finally:
         ctx.close()

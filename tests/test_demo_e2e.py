@@ -93,6 +93,17 @@ def test_bad_input_is_an_api_error_and_the_app_keeps_serving(client, bad, messag
     assert client.predict(prompt="x = 1\n", method="none", max_new_tokens=3, api_name="/generate")["done"]
 
 
+def test_invalid_input_is_one_warning_line_not_a_traceback(client, capfd, caplog):
+    """Defect 10: every invalid input wrote a 36-line traceback to the server log."""
+    caplog.set_level("WARNING", logger="specdec.demo")
+    with pytest.raises(AppError, match="k must be"):
+        client.predict(api_name="/generate", prompt="x = 1", k=99)
+    time.sleep(0.5)  # the server thread writes its log after answering
+    assert "Traceback" not in capfd.readouterr().err
+    refused = [r.getMessage() for r in caplog.records if r.name == "specdec.demo"]
+    assert len(refused) == 1 and refused[0].startswith("refused: k must be")
+
+
 def test_cancel_closes_the_stream_and_frees_the_engine(client, engine, backend, monkeypatch):
     seen = {"events": 0, "finished": False, "closed": False}
     original = engine.stream

@@ -57,23 +57,22 @@ def _steps() -> list[StepEvent]:
 )
 def test_each_fate_has_its_own_colour(kind, colour):
     span = R.piece_span(Piece(7, "tok", kind, 3, 2, 0.25, 0.5))
-    assert f'data-kind="{kind}"' in span and colour in span
-    for other, style in R.KIND_STYLE.items():
-        if other != kind and other != "plain":
-            assert style not in span
+    assert f'data-kind="{kind}"' in span and f"sd-{kind}" in span
+    rules = dict(re.findall(r"\.sd-tok\.sd-(\w+)\{([^}]*)\}", R.kind_css()))
+    assert colour in rules[kind] and all(colour not in v for k, v in rules.items() if k != kind)
 
 
 def test_plain_tokens_are_neutral():
-    span = R.piece_span(Piece(7, "tok", "plain", 3, 0))
-    assert "background" not in span.split("style=")[1].split('"')[1].replace("border-radius", "")
+    rules = dict(re.findall(r"\.sd-tok\.sd-(\w+)\{([^}]*)\}", R.kind_css()))
+    assert "background" not in rules["plain"]
 
 
-def test_tooltip_gives_step_position_p_and_q():
+def test_inspector_info_gives_step_position_p_and_q():
     span = R.piece_span(Piece(7, "tok", "accepted", 3, 2, 0.25, 0.5))
-    title = html.unescape(re.search(r'title="([^"]*)"', span).group(1))
-    assert "step 3" in title and "draft position 2" in title and "p=0.250" in title and "q=0.500" in title
-    plain = html.unescape(re.search(r'title="([^"]*)"', R.piece_span(Piece(7, "t", "plain", 4, 0))).group(1))
-    assert "step 4" in plain and "p=" not in plain
+    info = html.unescape(re.search(r'data-info="([^"]*)"', span).group(1))
+    assert "step 3" in info and "draft position 2" in info and "p=0.250" in info and "q=0.500" in info
+    plain = html.unescape(re.search(r'data-info="([^"]*)"', R.piece_span(Piece(7, "t", "plain", 4, 0))).group(1))
+    assert "step 4" in plain and "p=" not in plain and 'tabindex="0"' in span
 
 
 def test_text_is_escaped_and_whitespace_rejections_stay_visible():
@@ -306,8 +305,15 @@ def test_monte_carlo_through_the_verifier_converges_to_p():
     assert sum(last.counts) == 4000 and last.counts[4] == 0  # p(t4) = 0: never emitted, though q proposes it
     assert T.tv(last.empirical(), p) < 0.04 < T.tv(q, p)
     assert last.accepted / last.n == pytest.approx(sum(min(a, b) for a, b in zip(p, q)), abs=0.04)
+    acc, res = last.split()
+    assert [a + r for a, r in zip(acc, res)] == pytest.approx(last.empirical())
+    for a, r, pi, qi in zip(acc, res, p, q):  # the two parts converge to min(p, q) and max(p - q, 0)
+        assert a == pytest.approx(min(pi, qi), abs=0.04) and r == pytest.approx(max(pi - qi, 0.0), abs=0.04)
     fig = T.mc_figure(last, p, q)
-    assert {tr.name for tr in fig.data} >= {"target p", "draft q", "verifier output"}
+    names = {tr.name for tr in fig.data}
+    assert {"emitted by acceptance ~ min(p, q)", "emitted from the residual ~ max(p - q, 0)", "draft q"} <= names
+    band = next(tr for tr in fig.data if tr.name.startswith("target p")).error_y.array
+    assert band[0] == pytest.approx(1.96 * (p[0] * (1 - p[0]) / 4000) ** 0.5)
 
 
 def test_only_the_prompt_tail_is_shown():
