@@ -5,7 +5,8 @@ HTTP refusals become the errors a local backend raises (429 ``Busy``, 503 ``Shut
 4xx ``ConfigError`` with the server's message, else ``RemoteError``). Each chunk is pushed at once,
 except the one that carries ``finish_reason``: it waits for the usage chunk right behind it, so the
 last event carries the stop reason and (from vLLM) stats rebuilt from the exact per-step metrics.
-A cancel closes the response, which makes the server abort the request.
+A cancel closes the response, which makes the server abort the request; so does a consumer that
+has not read for ``Request.idle_s`` (stop "abandoned"), as in the local backend.
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ def relay(backend, handle) -> str:
                 finish, held = choice["finish_reason"], ev
                 continue
             handle._push(ev)
+            idle = handle.request.idle_s
+            if idle is not None and time.monotonic() - handle.last_read > idle:  # nobody reads: stop the server's work
+                handle.steps_at_cancel, handle.cancel_reason = handle.steps, "abandoned"
+                return "abandoned"
     if held is None:
         if handle.cancel_reason is not None:
             return handle.cancel_reason

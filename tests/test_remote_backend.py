@@ -64,3 +64,16 @@ def test_remote_errors_and_cancel(remote, server, prompts) -> None:
     list(h)
     assert h.stop == "cancelled"
     assert list(remote.submit(Request("def f(x):", GenerateSpec(method="none", max_new_tokens=3))))
+
+
+def test_generate_cli_on_a_remote_server(server, engine, capsys) -> None:
+    import json
+
+    from app.cli import main
+
+    argv = ["generate", "def add(a, b):\n", "--method", "lookup", "--max-new-tokens", "12", "--json"]
+    assert main(argv + ["--backend", server.url + "/v1", "--backend-token", TOKEN]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == engine.generate("def add(a, b):\n", GenerateSpec(method="none", max_new_tokens=12)).tokens
+    assert main(argv + ["--backend", "http://127.0.0.1:9/v1"]) == 2  # unreachable: one-line error
+    assert "cannot reach" in capsys.readouterr().err

@@ -90,6 +90,7 @@ async def lsp(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.asyncio(loop_scope="module")
 async def test_lsp_completion_on_vllm(vllm_url, lsp, engine) -> None:  # vllm_url first: the server is up
     uri = "file:///vllm.py"
     open_doc(lsp, uri, DOC)
