@@ -30,7 +30,7 @@ def test_every_page_agrees_with_the_results_json():
 
 def test_the_readme_bench_figures_come_from_the_json():
     names = {m["name"] for m in F.MARK.finditer((F.ROOT / "README.md").read_text())}
-    assert {"readme_bench_table", "readme_fastest", "readme_none_vs_hf", "readme_draft_vs_assisted"} <= names
+    assert {"readme_bench_table", "readme_edits_table", "readme_fastest", "readme_none_vs_hf"} <= names
     table = F.value("readme_bench_table")
     result = F.load(F.README_BENCH)
     for name, d in {**result["methods"], **result["hf"]}.items():

@@ -249,9 +249,11 @@ def rows_fit() -> tuple[float, float]:
     return T.fit_verify_cost(d["config"]["rows"], d["ms_median"])
 
 
-README_BENCH = "bench-cpu-calibrated"
+README_BENCH, README_EDITS = "bench-cpu-calibrated", "bench-edits-cpu-calibrated"
 FIGURES = {
     "readme_bench_table": lambda: doc_bench.table(load(README_BENCH)),
+    "readme_edits_table": lambda: doc_bench.table(load(README_EDITS)),
+    "readme_edits_fastest": lambda: doc_bench.fastest(load(README_EDITS)),
     "readme_fastest": lambda: doc_bench.fastest(load(README_BENCH)),
     "readme_none_vs_hf": lambda: doc_bench.ratio(load(README_BENCH), "none", "hf_greedy"),
     "readme_draft_vs_assisted": lambda: doc_bench.ratio(load(README_BENCH), "draft", "hf_assisted"),
