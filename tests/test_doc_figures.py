@@ -22,9 +22,20 @@ THEORY_PAGES = (
 
 
 def test_every_page_agrees_with_the_results_json():
-    drift = {page.name: F.render(page.read_text())[1] for page in sorted(F.DOCS.glob("*.md"))}
+    assert F.ROOT / "README.md" in F.pages()
+    drift = {page.name: F.render(page.read_text())[1] for page in F.pages()}
     assert not {name: lines for name, lines in drift.items() if lines}
     assert F.main(["--check"]) == 0
+
+
+def test_the_readme_bench_figures_come_from_the_json():
+    names = {m["name"] for m in F.MARK.finditer((F.ROOT / "README.md").read_text())}
+    assert {"readme_bench_table", "readme_edits_table", "readme_fastest", "readme_none_vs_hf"} <= names
+    table = F.value("readme_bench_table")
+    result = F.load(F.README_BENCH)
+    for name, d in {**result["methods"], **result["hf"]}.items():
+        assert f"{d['tokens_per_s']:.1f}" in table, name
+        assert f"{d['speedup_vs_fastest_plain']:.2f}x" in table, name
 
 
 def test_the_theory_pages_carry_their_figures():

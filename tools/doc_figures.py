@@ -253,11 +253,11 @@ README_BENCH, README_EDITS = "bench-cpu-calibrated", "bench-edits-cpu-calibrated
 FIGURES = {
     "readme_bench_table": lambda: doc_bench.table(load(README_BENCH)),
     "readme_edits_table": lambda: doc_bench.table(load(README_EDITS)),
+    "readme_edits_fastest": lambda: doc_bench.fastest(load(README_EDITS)),
     "readme_fastest": lambda: doc_bench.fastest(load(README_BENCH)),
     "readme_none_vs_hf": lambda: doc_bench.ratio(load(README_BENCH), "none", "hf_greedy"),
     "readme_draft_vs_assisted": lambda: doc_bench.ratio(load(README_BENCH), "draft", "hf_assisted"),
     "readme_lookup_vs_hf": lambda: doc_bench.ratio(load(README_BENCH), "lookup", "hf_lookup"),
-    "readme_cpu": lambda: load(README_EDITS)["config"]["machine"].get("cpu", "?"),
     "optimal_k_table": theory_table.table,
     "sweep_table": sweep_table,
     "heads_table": heads_table,
