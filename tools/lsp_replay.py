@@ -11,9 +11,10 @@ editor with completion on every key does). An answer that arrives before the nex
 if a shown suggestion is exactly what the typist is about to type, the typist accepts it (the
 editor inserts it) and goes on after it. An answer that arrives later is superseded by the next
 key (the server answers it empty). Per method (and per ``--filters``: the repetition filter's
-``repeat_limit``), it reports latency percentiles of the answered requests, cache hits (the
-typed-ahead cache), superseded requests, the share of keys with a suggestion shown, the suggestions
-the filter held back, and the characters accepted (their share of the characters to type).
+``repeat_limit``), it reports latency percentiles of the requests the model answered (not the
+superseded ones), cache hits (the typed-ahead cache), superseded requests, the share of keys with
+a suggestion shown, the suggestions the filter held back, and the characters accepted (their
+share of the characters to type).
 Methods run one document at a time in rotating order, so load changes hit all of them alike.
 """
 
@@ -59,7 +60,7 @@ async def replay(client, t, uri: str, start: str, typed: str, key_s: float, stat
                 t.CompletionParams(t.TextDocumentIdentifier(uri), t.Position(line, col))
             )
         )
-        fut.add_done_callback(lambda f, t0=t0: row["ms"].append(1000 * (time.perf_counter() - t0)))
+        fut.add_done_callback(lambda f, t0=t0: _timed(row, f, t0))
         done, _ = await asyncio.wait([fut], timeout=key_s)
         if not done:
             row["late"] += 1
@@ -82,6 +83,16 @@ async def replay(client, t, uri: str, start: str, typed: str, key_s: float, stat
     row["model"] = sum(s.source == "model" and s.outcome == "done" for s in mine)
     client.text_document_did_close(t.DidCloseTextDocumentParams(t.TextDocumentIdentifier(uri)))
     return row
+
+
+def _timed(row: dict, fut, t0: float) -> None:
+    """Latency of a request the model answered (a superseded one comes back empty and
+    incomplete when the next key arrives: its time says nothing about decoding)."""
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    res = fut.result()
+    if res.items or not res.is_incomplete:
+        row["ms"].append(1000 * (time.perf_counter() - t0))
 
 
 async def run(args: argparse.Namespace) -> dict:
