@@ -109,4 +109,5 @@ def run(args: argparse.Namespace) -> int:
         server.start_tcp(*args.tcp)
     else:
         server.start_io()
+    server.backend.shutdown(10)  # join the model thread (it ends before its next step) before exiting
     return 0 if server.protocol.shut_down else 1  # LSP: exit without shutdown is status 1
