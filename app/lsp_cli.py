@@ -21,13 +21,21 @@ workspace/didChangeConfiguration (optionally under a "specdec" key):
   cache             typed-ahead cache (default true)
   lookup_documents  prompt lookup also copies from the rest of the document and other open
                     documents (default true)
+  heal              token healing: the continuation is conditioned on the partial word or
+                    indentation before the cursor, exactly (default true)
+  multiline         completion-list items may hold newlines (default null: from the client)
+  repeat_limit      a unit repeated this many times in a row is junk, not shown (default 3, 0 = off)
   telemetry         initializationOptions only: a specdec/stats notification after each completion
+
+The shipped models are tiny (8.7M-parameter target) and trained here; for real completions pass
+--target DIR and --draft DIR (local Hugging Face folders, same tokenizer) or --no-draft.
 
 examples:
   specdec lsp                                  # stdio, for an editor
   specdec lsp --tcp 127.0.0.1:2087             # TCP, for debugging with a client that connects
   specdec lsp --method draft --stop block
   python -m tools.lsp_bench --limit 10               # latency benchmark through a real LSP client
+  python -m tools.lsp_replay --limit 4 --chars 80    # a held-out file typed key by key
 Editor set-up (Neovim, VS Code, Helix): docs/lsp.md.
 """.replace("{K_MAX}", str(K_MAX))
 
@@ -111,4 +119,5 @@ def run(args: argparse.Namespace) -> int:
         server.start_tcp(*args.tcp)
     else:
         server.start_io()
+    server.backend.shutdown(10)  # join the model thread (it ends before its next step) before exiting
     return 0 if server.protocol.shut_down else 1  # LSP: exit without shutdown is status 1

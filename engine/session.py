@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from . import healing
+from . import healing, prefixes
 from . import methods as M
 from .calibrate import calibrate
 from .config import ConfigError, GenerateSpec, check_ids
@@ -186,6 +186,7 @@ def _steps(
     trie = None
     if spec.heal:  # the first tokens spell spec.heal, drawn from p conditioned on it (engine/healing.py)
         ids, trie = healing.fit(engine, ids, spec.heal)
+    prefixes.before_prefill(target, ids)  # another document's prefix may be kept warm (engine/prefixes.py)
     target.prefill(ids)
     stats = Stats(prefill_s=time.perf_counter() - t_start)
     tokens, detok, gen = list(ids), Detokenizer(engine.tokenizer, ids), _generator(spec)

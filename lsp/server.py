@@ -42,10 +42,11 @@ from .suffix import merge, rest_of_line
 log = logging.getLogger("specdec.lsp")
 STATS = "specdec/stats"
 MODEL_NOTE = (
-    "specdec lsp: backend %s, methods %s. The shipped models (assets/) are tiny (target about 9M "
-    "parameters, trained here on a small Python corpus): expect rough completions. Point the "
-    "server at a real local model with --target DIR (and --draft DIR, a smaller model with the same "
-    "tokenizer), see docs/lsp.md"
+    "specdec lsp: backend %s, methods %s. The shipped models (assets/) are tiny and trained here: "
+    "an 8.7M-parameter target and a 0.9M draft, trained on the Python files installed on the "
+    "machine that built them (docs/training.md): expect rough completions. For real ones, start "
+    "the server with --target DIR (a local Hugging Face causal LM folder) and --draft DIR (a "
+    "smaller model with the same tokenizer) or --no-draft; see docs/lsp.md"
 )
 
 

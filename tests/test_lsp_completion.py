@@ -131,3 +131,18 @@ def test_cli_help_and_bad_flags():
         env_cmd + ["--stop", "block", "--max-new-tokens", "0"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "max_new_tokens" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_vscode_extension_exposes_and_forwards_every_setting():
+    import json
+    import re
+    from dataclasses import fields
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "editors" / "vscode"
+    props = json.loads((root / "package.json").read_text(encoding="utf-8"))["contributes"]["configuration"]
+    names = {f.name for f in fields(Options)}
+    assert {f"specdec.{n}" for n in names} | {"specdec.command", "specdec.args"} == set(props["properties"])
+    js = (root / "extension.js").read_text(encoding="utf-8")
+    forwarded = set(re.findall(r'"(\w+)"', js[js.index("FORWARDED") : js.index("];", js.index("FORWARDED"))]))
+    assert forwarded == names

@@ -1,21 +1,26 @@
-// Minimal VS Code client for `specdec lsp`: starts the server over stdio for Python files and
-// forwards the "specdec" settings (initializationOptions at start, didChangeConfiguration later).
+// Minimal VS Code client for `specdec lsp`: starts the server over stdio for Python files,
+// forwards every "specdec" setting (initializationOptions at start, didChangeConfiguration later)
+// and restarts the server when specdec.command / specdec.args / specdec.telemetry change (those
+// are read at start) or on the command "specdec: Restart the language server".
 const vscode = require("vscode");
 const { LanguageClient } = require("vscode-languageclient/node");
 
+const FORWARDED = ["method", "max_new_tokens", "stop", "temperature", "k", "cache", "lookup_documents",
+  "heal", "multiline", "repeat_limit", "telemetry"];
+const AT_START = ["command", "args", "telemetry"];
 let client;
 
 function settings() {
   const cfg = vscode.workspace.getConfiguration("specdec");
   const out = {};
-  for (const key of ["method", "max_new_tokens", "stop", "temperature"]) {
+  for (const key of FORWARDED) {
     const value = cfg.get(key);
     if (value !== undefined) out[key] = value;
   }
   return out;
 }
 
-async function activate(context) {
+async function start() {
   const cfg = vscode.workspace.getConfiguration("specdec");
   const server = { command: cfg.get("command"), args: cfg.get("args") };
   client = new LanguageClient("specdec", "specdec", server, {
@@ -23,12 +28,27 @@ async function activate(context) {
     initializationOptions: settings(),
   });
   client.registerProposedFeatures(); // textDocument/inlineCompletion is a proposed feature in the 9.x client
-  context.subscriptions.push(vscode.workspace.onDidChangeConfiguration((e) => {
-    if (e.affectsConfiguration("specdec") && client) {
-      client.sendNotification("workspace/didChangeConfiguration", { settings: { specdec: settings() } });
+  await client.start();
+}
+
+async function restart() {
+  if (client) await client.stop();
+  await start();
+}
+
+async function activate(context) {
+  context.subscriptions.push(vscode.commands.registerCommand("specdec.restart", restart));
+  context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (e) => {
+    if (!e.affectsConfiguration("specdec") || !client) return;
+    if (AT_START.some((k) => e.affectsConfiguration(`specdec.${k}`))) {
+      await restart();
+    } else {
+      const live = settings();
+      delete live.telemetry;
+      client.sendNotification("workspace/didChangeConfiguration", { settings: { specdec: live } });
     }
   }));
-  await client.start();
+  await start();
 }
 
 function deactivate() {
