@@ -99,7 +99,8 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         default=None,
         metavar="LIST",
         help="instead: clients at once, e.g. 1,2,4,8,16, through the batching backend (tools/bench_concurrency.py; "
-        "default 16 prompts; --compare-hf adds transformers' continuous batching)",
+        "default 16 prompts; --compare-hf adds transformers' continuous batching); with --backend, the largest "
+        "value is the concurrent row (default 8)",
     )
     w.add_argument(
         "--max-new-tokens",
@@ -183,5 +184,4 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     from app.backend_arg import add_backend_arg
 
     add_backend_arg(b)  # then tools/bench_remote.py: our engine and that server side by side
-    b.add_argument("--concurrency", type=_positive, default=8, help="--backend: clients at once (default 8)")
     return b

@@ -145,7 +145,7 @@ def main(args) -> int:
     method = remote.methods[0] if remote.kind == "vllm" else (wanted[0] if wanted else "draft")
     engine = load_engine(args)
     k = args.k[0] if args.k else "auto"
-    rows = run(engine, remote, prompts, method, args.max_new_tokens, args.concurrency, k, remote.token)
+    rows = run(engine, remote, prompts, method, args.max_new_tokens, max(args.concurrency or [8]), k, remote.token)
     base = rows[0].tokens
     table = [r.summary(base) for r in rows]
     ref = table[0]["tok_s_agg"]
