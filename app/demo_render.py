@@ -120,6 +120,7 @@ class Transcript:
     stats: Stats | None = None
     stop: str | None = None
     timings_ms: dict[str, float] = field(default_factory=lambda: {"propose": 0.0, "score": 0.0, "verify": 0.0})
+    batch_rows: int | None = None  # requests that shared the last step's forward (a batching backend)
 
     def add(self, event: StepEvent) -> None:
         self.pieces.extend(event.pieces)
@@ -134,6 +135,9 @@ class Transcript:
         )
         self.stats = event.stats
         self.stop = event.stop
+        rows = (getattr(event, "batch", None) or {}).get("rows")
+        if rows:
+            self.batch_rows = int(rows)
         for name, ms in event.timings_ms.items():
             self.timings_ms[name] = self.timings_ms.get(name, 0.0) + ms
 
@@ -166,12 +170,22 @@ def transcript_html(t: Transcript, status: str = "") -> str:
         f'<span class="sd-prompt" style="opacity:.55">{html.escape(prompt_tail(t.prompt))}</span>' if t.prompt else ""
     )
     body = "".join(piece_span(pc) for pc in t.pieces)
+    if t.batch_rows:
+        status = f"{status} · {batch_note(t.batch_rows)}" if status else batch_note(t.batch_rows)
     note = (
         f'<div class="sd-status" style="font-size:12px;opacity:.75;margin-top:4px">{html.escape(status)}</div>'
         if status
         else ""
     )
     return f'<div class="sd-stream" style="{BOX_STYLE}"><div>{prompt}{body}</div></div>{note}'
+
+
+def batch_note(rows: int) -> str:
+    """What a batching backend did with this run's last step (docs/batching.md)."""
+    others = rows - 1
+    if others <= 0:
+        return "alone in the batch"
+    return f"sharing the batch: {rows} requests in one target forward ({others} other user{'s' if others > 1 else ''})"
 
 
 def stats_summary(stats: Stats | None) -> dict[str, str]:
@@ -228,6 +242,7 @@ def api_payload(t: Transcript, done: bool) -> dict[str, Any]:
         "step": t.steps[-1].step if t.steps else 0,
         "stop": t.stop,
         "done": done,
+        "batch_rows": t.batch_rows,
     }
 
 

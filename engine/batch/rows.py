@@ -151,4 +151,4 @@ class Row:
         self.stop = stop
         self.counts = (len(verdict.tested), len(verdict.path), draft.n)
         batch = {"rows": rows, "k": self.k_cap}
-        return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, draft.n, stop, batch)
+        return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, draft.n, stop, batch=batch)
