@@ -40,16 +40,19 @@ async def client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
-def healed(engine, prefix: str, max_new_tokens: int) -> str:
-    """The engine's greedy continuation of ``prefix`` with token healing (engine/healing.py)."""
+def healed(engine, prefix: str, max_new_tokens: int, heal: bool = True) -> str:
+    """The engine's greedy continuation of ``prefix`` with token healing (engine/healing.py), or
+    without it (``heal=False``: what a backend without ``Capabilities.heal`` completes)."""
+    if not heal:
+        return engine.generate(prefix, GenerateSpec(method="none", max_new_tokens=max_new_tokens)).text
     cut = healing.split(prefix)
     spec = GenerateSpec(method="none", max_new_tokens=max_new_tokens, heal=prefix[cut:])
     return engine.generate(prefix[:cut], spec).text
 
 
-def expected(engine, prefix: str, mode: str, max_new_tokens: int = 48) -> str:
+def expected(engine, prefix: str, mode: str, max_new_tokens: int = 48, heal: bool = True) -> str:
     """`specdec generate` at temperature 0 (healed), cut as docs/lsp.md says the stop modes cut."""
-    text = healed(engine, prefix, max_new_tokens)
+    text = healed(engine, prefix, max_new_tokens, heal)
     if not text.strip():
         return ""
     lines = text.split("\n")
