@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
 # ``run``), so ``specdec --help`` stays fast.
 FRONT_ENDS: list[tuple[str, str, str]] = [
     ("demo", "app.demo_cli", "the browser demo: live token fates, acceptance plots, race, theory"),
-    ("serve", "app.serve_cli", "the WebSocket streaming server (token fates over a documented protocol)"),
+    ("serve", "app.serve_cli", "the streaming server: WebSocket (token fates) and OpenAI-compatible /v1/completions"),
     ("lsp", "app.lsp_cli", "the language server: speculative code completion for editors"),
     ("sweep", "tools.sweep_cli", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
     ("export", "app.export_cli", "export the models and heads for another serving engine (vLLM)"),

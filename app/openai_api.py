@@ -108,32 +108,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/v1/models":
             return self._json(200, oa.models(tuple(api.backend.methods), api.backend.limits.context, api.limits))
-        self._json(
-            404,
-            {
-                "error": {
-                    "message": f"no route {self.path}",
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": "not_found",
-                }
-            },
-        )
+        self._error(oa.error("not_found", f"no route {self.path}"))
 
     def do_POST(self) -> None:
         if self.path != "/v1/completions":
             self.close_connection = True
-            return self._json(
-                404,
-                {
-                    "error": {
-                        "message": f"no route {self.path}",
-                        "type": "invalid_request_error",
-                        "param": None,
-                        "code": "not_found",
-                    }
-                },
-            )
+            return self._error(oa.error("not_found", f"no route {self.path}"))
         if not self._check_auth():
             self.close_connection = True
             return
@@ -161,9 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _whole(self, req: oa.Completion, handle) -> None:
         events = list(_events(handle))
         if handle.error is not None:
-            return self._error(
-                oa.error("internal", f"the engine failed: {type(handle.error).__name__}: {handle.error}")
-            )
+            return self._error(oa.engine_failure(handle.error))
         self._json(200, oa.response(req, events, handle.stop))
 
     def _stream(self, req: oa.Completion, handle) -> None:
@@ -178,9 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(oa.chunk(req, ev))
             tokens, stats = tokens + len(ev.token_ids), ev.stats
         if handle.error is not None:
-            self._event(
-                oa.error("internal", f"the engine failed: {type(handle.error).__name__}: {handle.error}").body()
-            )
+            self._event(oa.engine_failure(handle.error).body())
         self._event(oa.final_chunk(req, handle.stop, tokens, stats))
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()

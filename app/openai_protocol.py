@@ -4,8 +4,9 @@ Contract: pure functions, no I/O, no torch. ``parse(raw, limits, methods, encode
 body into a ``Completion`` (a validated ``GenerateSpec``, the prompt's token ids, ``stream``,
 ``include_usage``) or raises ``ApiError(status, code, message, param)``, whose ``body()`` is
 OpenAI's error object. The limits are the WebSocket protocol's (``ws_protocol.Limits``), and so are
-the error codes (``ws_protocol.ERROR_CODES``) plus ``model_not_found``; ``STATUS`` gives each code its
-HTTP status. OpenAI fields: ``model`` (must be ``specdec``), ``prompt`` (a string or token ids),
+the error codes (``ws_protocol.ERROR_CODES``) plus ``model_not_found`` and ``not_found`` (no such
+route); ``STATUS`` gives each code its HTTP status.
+OpenAI fields: ``model`` (must be ``specdec``), ``prompt`` (a string or token ids),
 ``max_tokens`` (default 16, as OpenAI), ``temperature`` (default 1, as OpenAI), ``top_p``, ``seed``,
 ``stream``, ``stream_options.include_usage``, ``n`` (1), ``echo`` (false), ``stop``/``logprobs``
 (null), ``user``; vLLM's ``top_k`` and ``return_token_ids``. The extension object ``specdec``
@@ -38,6 +39,7 @@ STATUS = {
     "unknown_method": 400,
     "prompt_too_long": 400,
     "model_not_found": 404,
+    "not_found": 404,
     "too_large": 413,
     "unauthorized": 401,
     "busy": 429,
@@ -64,6 +66,11 @@ class ApiError(Exception):
 
 def error(code: str, message: str, param: str | None = None) -> ApiError:
     return ApiError(STATUS[code], code, message, param)
+
+
+def engine_failure(exc: BaseException) -> ApiError:
+    """The error a request gets when the engine raised while decoding it."""
+    return error("internal", f"the engine failed: {type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True)

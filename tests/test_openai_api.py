@@ -83,9 +83,9 @@ def test_models_lists_methods(client) -> None:
     assert model.id == "specdec" and set(model.model_extra["specdec"]["methods"]) >= {"none", "draft", "lookup"}
 
 
-def _raw(api, body: bytes, token: str | None = TOKEN) -> tuple[int, dict]:
+def _raw(api, body: bytes | None, token: str | None = TOKEN, path: str = "/v1/completions") -> tuple[int, dict]:
     headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
-    req = urllib.request.Request(api.url + "/v1/completions", body, headers)
+    req = urllib.request.Request(api.url + path, body, headers)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.load(r)
@@ -112,6 +112,13 @@ def test_bad_request_is_an_http_error(api, client, body, status, code) -> None:
     assert got == status and err["error"]["code"] == code and err["error"]["message"]
     r = client.completions.create(model="specdec", prompt="def f(x):", max_tokens=4, temperature=0)
     assert len(r.choices[0].model_extra["token_ids"]) >= 1  # still serving
+
+
+def test_unknown_routes_are_openai_404s(api) -> None:
+    for body, path in ((None, "/v1/nothing"), (b"{}", "/v1/chat/completions")):
+        status, err = _raw(api, body, path=path)
+        assert status == 404 and err["error"]["code"] == "not_found" and path in err["error"]["message"]
+        assert err["error"]["type"] == "invalid_request_error"
 
 
 def test_malformed_json_oversize_and_auth(api, client) -> None:
