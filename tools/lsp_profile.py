@@ -111,10 +111,10 @@ def _hook(records: list[dict]) -> None:
 
     submit = local.LocalBackend.submit
 
-    def on_submit(self, request):
+    def on_submit(self, request, **kw):
         rec = cur.get()
         t0 = now()
-        handle = submit(self, request)
+        handle = submit(self, request, **kw)
         if rec is not None:
             rec["submit"] = t0
             by_handle[id(handle)] = rec
@@ -224,6 +224,7 @@ def _breakdown(server: list[dict], client: list[dict]) -> dict:
         row["steps_run"] = rec.get("steps_run")
         row["after_answer_ms"] = 1000 * max(0.0, rec.get("serve_end", rec["respond"]) - rec["respond"])
         row["reads"] = n_read
+        row["step_ms"] = rec.get("step_ms")
         steps = [x for x in (rec.get("step_ms") or [])[1 : len(pushed)] if x is not None]
         row["engine ms/step"] = statistics.fmean(steps) if steps else None
         row["wall ms/step"] = row["decoding steps"] / (len(pushed) - 1) if len(pushed) > 1 else None
