@@ -1,7 +1,7 @@
 """Typing replay of `specdec lsp`: a held-out file typed key by key through a real LSP client.
 
 Usage: ``python -m tools.lsp_replay [--limit N] [--chars C] [--methods none,lookup,draft]
-[--key-ms MS] [--json OUT]``.
+[--key-ms MS] [--stop line|block] [--json OUT]``.
 
 Contract: it starts ``python -m app.cli lsp`` and drives it with pygls' language client. For each
 document (the shipped prompts, cut from files no model trained on), the editor holds all but its
