@@ -114,6 +114,11 @@ class Trie:
         return self.kids[row]
 
     @cached_property
+    def finish_ids(self) -> list[torch.Tensor]:
+        """``finish`` as index tensors (for ``_best``)."""
+        return [torch.tensor(f, dtype=torch.long) for f in self.finish]
+
+    @cached_property
     def kids(self) -> list[list[int]]:
         kids: list[list[int]] = [[] for _ in range(len(self.tokens) + 1)]
         for i, p in enumerate(self.parents):
@@ -146,15 +151,24 @@ def plan(vocab: Vocab, heal: str, max_nodes: int = MAX_NODES, max_depth: int = 1
 
 
 def _best(trie: Trie, logits: torch.Tensor) -> list[tuple[float, int, int]]:
-    """Temperature 0: per row, (least deficit to finish, next token, child node or -1)."""
+    """Temperature 0: per row, (least deficit to finish, next token, child node or -1).
+
+    The finishing tokens of a row are compared in one tensor operation (a row can have over a
+    thousand: every token that starts with a space), with the same float64 arithmetic and the
+    same tie rule (least deficit, then lowest token id) as comparing them one by one."""
     top = logits.max(dim=-1).values
     best: list[tuple[float, int, int]] = [(float("inf"), -1, -1)] * (len(trie.tokens) + 1)
     for row in range(len(trie.tokens), -1, -1):
-        cands = [(float(top[row] - logits[row, x]), x, -1) for x in trie.finish[row]]
+        cands = []
+        if trie.finish[row]:
+            ids = trie.finish_ids[row]
+            d = top[row] - logits[row, ids]
+            low = d.min()
+            cands.append((float(low), int(ids[d == low].min()), -1))
         for ch in trie.children(row):
-            d = best[ch + 1][0]
-            if d < float("inf"):
-                cands.append((float(top[row] - logits[row, trie.tokens[ch]]) + d, trie.tokens[ch], ch))
+            dc = best[ch + 1][0]
+            if dc < float("inf"):
+                cands.append((float(top[row] - logits[row, trie.tokens[ch]]) + dc, trie.tokens[ch], ch))
         if cands:
             best[row] = min(cands, key=lambda c: (c[0], c[1]))
     return best

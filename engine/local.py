@@ -8,8 +8,10 @@ that ever runs the engine: it takes requests first come first served, pulls each
 at a time, checks for a cancel before and after every step, and closes every generator itself, so
 cancellation and disconnection are safe at any point (invariant I6) and a request runs at most one
 more step after its cancel, and a request whose consumer stopped reading for ``Request.idle_s``
-is cancelled with stop "abandoned". ``finished`` keeps a slim ``Record`` of the last 256 ended
-requests (no text, tokens or corpus).
+is cancelled with stop "abandoned". ``submit(request, until=fn)`` (beyond the protocol;
+``stops_early``) ends a request with stop "until" as soon as ``fn(event)`` says its caller has
+what it needs, checked on the model thread right after the event is delivered. ``finished``
+keeps a slim ``Record`` of the last 256 ended requests (no text, tokens or corpus).
 
 Why a thread and a queue rather than a lock: an engine holds one request's caches, so requests
 must take turns; a lock held across ``yield`` forced every front end to pull its stream from one
@@ -36,6 +38,7 @@ log = logging.getLogger("specdec.backend")
 
 class LocalBackend:
     capabilities = Capabilities(heal=True)
+    stops_early = True  # submit(request, until=fn): see submit
 
     def __init__(
         self,
@@ -105,14 +108,17 @@ class LocalBackend:
         return tok.encode(text, add_special_tokens=False)
 
     # -- requests -----------------------------------------------------------------------------------
-    def submit(self, request: Request) -> Handle:
+    def submit(self, request: Request, until: Callable[[Any], bool] | None = None) -> Handle:
+        """``until`` (this backend's extension, ``stops_early``): called on the model thread with
+        each event after it is delivered; True ends the request there with stop "until", so no
+        step runs after the caller knows its answer (a line completion at its newline)."""
         engine = self.engine
         if request.spec.method not in engine.methods:
             engine.proposer(request.spec.method)  # raises ConfigError naming what is available
         prompt = request.prompt
         ids = check_ids(self.encode(prompt) if isinstance(prompt, str) else prompt, engine.context)
         handle = Handle(request, self)
-        handle._ids = ids
+        handle._ids, handle.until = ids, until
         with self._cond:
             if self._closing:
                 raise ShuttingDown("the server is shutting down and takes no new requests")
@@ -204,6 +210,8 @@ class LocalBackend:
                     break
                 handle._push(ev)
                 stop = ev.stop
+                if stop is None and handle.until is not None and handle.until(ev):
+                    stop = "until"
                 if stop is None and _abandoned(handle):
                     handle.steps_at_cancel, handle.cancel_reason = handle.steps, "abandoned"
         except Exception as e:  # one request fails, never the backend

@@ -64,6 +64,12 @@ class SpecdecServer(LanguageServer):
         # any engine.backend.Backend; by default the in-process one, whose model thread loads the models now
         self.backend = backend if backend is not None else LocalBackend(loader=loader)
 
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """Serve over stdio, stdin read on the event loop (``lsp/stdio.py``: no thread per read)."""
+        from .stdio import start_io
+
+        start_io(self, stdin, stdout)
+
     async def ready(self) -> Completer:
         if self.completer is None:
             await self.backend.ready()

@@ -55,6 +55,17 @@ def test_first_come_first_served_and_every_event_arrives():
     assert [h.seq for h in handles] == [0, 1, 2] and all(h.started() for h in handles)
 
 
+def test_until_ends_a_request_on_the_model_thread_with_no_step_after_it():
+    e = Slow(n=6)
+    b = LocalBackend(e)
+    seen = []
+    h = b.submit(Request("a", SPEC), until=lambda ev: seen.append(threading.current_thread().name) or ev.step == 2)
+    assert [ev.step for ev in h] == [1, 2] and h.stop == "until" and h.steps == 2  # step 3 never ran
+    assert seen == ["specdec-engine"] * 2
+    nxt = b.submit(Request("b", SPEC))  # the backend serves on
+    assert [ev.step for ev in nxt] == list(range(1, 7)) and nxt.stop == "length"
+
+
 def test_bad_requests_are_refused_at_submit():
     b = LocalBackend(Slow())
     with pytest.raises(ConfigError, match="not available"):

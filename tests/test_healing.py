@@ -199,3 +199,26 @@ def test_greedy_healing_on_the_toy_is_the_least_deficit_spelling():
         return sum(float(_toy_logits(seq[:j]).max() - _toy_logits(seq[:j])[t]) for j, t in enumerate(seq))
 
     assert got == min(_exact(heal, 1.0), key=lambda s: (deficit(s), s))
+
+
+def _best_one_by_one(trie, logits):
+    """The temperature-0 rule token by token (what ``healing._best`` computes in tensors)."""
+    top = logits.max(dim=-1).values
+    best = [(math.inf, -1, -1)] * (len(trie.tokens) + 1)
+    for row in range(len(trie.tokens), -1, -1):
+        cands = [(float(top[row] - logits[row, x]), x, -1) for x in trie.finish[row]]
+        for ch in trie.children(row):
+            if best[ch + 1][0] < math.inf:
+                cands.append((float(top[row] - logits[row, trie.tokens[ch]]) + best[ch + 1][0], trie.tokens[ch], ch))
+        if cands:
+            best[row] = min(cands, key=lambda c: (c[0], c[1]))
+    return best
+
+
+@pytest.mark.parametrize("heal", ["aab", "ab", "b", "abba"])
+def test_greedy_rule_in_tensors_equals_token_by_token_with_ties(heal):
+    trie = healing.plan(healing.Vocab(ToyTokenizer()), heal)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(50):  # small integer logits: many exact ties, broken by the lowest token id
+        logits = torch.randint(0, 3, (len(trie.tokens) + 1, len(TOY)), generator=g).double()
+        assert healing._best(trie, logits) == _best_one_by_one(trie, logits)

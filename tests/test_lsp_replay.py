@@ -22,3 +22,18 @@ def test_replay_types_every_character_and_accounts_for_every_request(tmp_path: P
     assert r["chars"] == 6 and r["keys"] + r["accepted_chars"] == 6
     assert r["shown"] <= r["keys"] and 0.0 <= r["accepted_share"] <= 1.0
     assert r["model"] + r["cache"] + r["superseded"] + r["filtered"] >= r["keys"] - r["late"]
+
+
+def test_profile_splits_each_answered_request_into_stages_that_add_up(tmp_path: Path):
+    from tools import lsp_profile
+
+    out = tmp_path / "profile.json"
+    argv = ["--limit", "1", "--chars", "4", "--key-ms", "1500", "--methods", "none", "--json", str(out)]
+    assert lsp_profile.main(argv) == 0
+    res = json.loads(out.read_text(encoding="utf-8"))["methods"]["none"]
+    assert res["n"] >= 1  # at least one request ran the model (a slow key: none is superseded)
+    for row in res["rows"]:
+        stages = sum(row[name] for name, _, _ in lsp_profile.STAGES)
+        assert abs(stages - row["total"]) < 1e-6  # the stages tile the client's wall time
+        assert all(row[name] >= -0.5 for name, _, _ in lsp_profile.STAGES)  # in order, one clock
+        assert 1 <= row["steps_used"] <= row["steps_run"]

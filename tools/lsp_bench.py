@@ -40,6 +40,13 @@ def positions(text: str, n: int, rng: random.Random) -> list[int]:
     return sorted(rng.sample(spots, min(n, len(spots))))
 
 
+def write_results(res: dict, path: Path | None) -> None:
+    """The results as JSON at ``path`` (its folder made), if a path is given (``--json``)."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1), encoding="utf-8")
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
@@ -225,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     res = asyncio.run(run(args))
     print(table(res))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1), encoding="utf-8")
+    write_results(res, args.json)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Typing replay of `specdec lsp`: a held-out file typed key by key through a real LSP client.
 
 Usage: ``python -m tools.lsp_replay [--limit N] [--chars C] [--methods none,lookup,draft]
-[--key-ms MS] [--json OUT]``.
+[--key-ms MS] [--stop line|block] [--json OUT]``.
 
 Contract: it starts ``python -m app.cli lsp`` and drives it with pygls' language client. For each
 document (the shipped prompts, cut from files no model trained on), the editor holds all but its
@@ -28,10 +28,14 @@ import sys
 import time
 from pathlib import Path
 
-from tools.lsp_bench import pct
+from tools.lsp_bench import pct, write_results
 
 
-async def replay(client, t, uri: str, start: str, typed: str, key_s: float, stats: list) -> dict:
+async def replay(
+    client, t, uri: str, start: str, typed: str, key_s: float, stats: list, trace: list | None = None
+) -> dict:
+    """One document typed key by key; ``trace`` (if given) gets each request's uri, position and
+    client-side send and receive times (``tools.lsp_profile`` lines them up with the server's)."""
     version = [0]
     text = start
 
@@ -60,7 +64,10 @@ async def replay(client, t, uri: str, start: str, typed: str, key_s: float, stat
                 t.CompletionParams(t.TextDocumentIdentifier(uri), t.Position(line, col))
             )
         )
-        fut.add_done_callback(lambda f, t0=t0: _timed(row, f, t0))
+        sent = {"uri": uri, "line": line, "col": col, "sent": t0}
+        if trace is not None:
+            trace.append(sent)
+        fut.add_done_callback(lambda f, t0=t0, sent=sent: _timed(row, f, t0, sent))
         done, _ = await asyncio.wait([fut], timeout=key_s)
         if not done:
             row["late"] += 1
@@ -85,17 +92,19 @@ async def replay(client, t, uri: str, start: str, typed: str, key_s: float, stat
     return row
 
 
-def _timed(row: dict, fut, t0: float) -> None:
+def _timed(row: dict, fut, t0: float, sent: dict) -> None:
     """Latency of a request the model answered (a superseded one comes back empty and
     incomplete when the next key arrives: its time says nothing about decoding)."""
+    sent["received"] = t1 = time.perf_counter()
     if fut.cancelled() or fut.exception() is not None:
         return
     res = fut.result()
     if res.items or not res.is_incomplete:
-        row["ms"].append(1000 * (time.perf_counter() - t0))
+        sent["answered"] = True
+        row["ms"].append(1000 * (t1 - t0))
 
 
-async def run(args: argparse.Namespace) -> dict:
+async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
     from lsprotocol import types as t
     from pygls.lsp.client import LanguageClient
 
@@ -105,11 +114,12 @@ async def run(args: argparse.Namespace) -> dict:
     stats: list = []
     client.feature("specdec/stats")(lambda params: stats.append(params))
     client.feature("window/showMessage")(lambda params: print("server:", params.message, file=sys.stderr))
-    await client.start_io(sys.executable, "-m", "app.cli", "lsp", *args.server_args)
+    command = getattr(args, "server_command", None) or [sys.executable, "-m", "app.cli", "lsp"]
+    await client.start_io(*command, *args.server_args)
     await client.initialize_async(
         t.InitializeParams(
             capabilities=t.ClientCapabilities(),
-            initialization_options={"telemetry": True, "stop": "line", "max_new_tokens": args.max_new_tokens},
+            initialization_options={"telemetry": True, "stop": args.stop, "max_new_tokens": args.max_new_tokens},
         )
     )
     client.initialized(t.InitializedParams())
@@ -123,7 +133,7 @@ async def run(args: argparse.Namespace) -> dict:
             client.workspace_did_change_configuration(t.DidChangeConfigurationParams(settings={"specdec": settings}))
             uri = f"file:///replay/{d}-{m}-{f}.py"
             rows[f"{m} repeat_limit={f}"].append(
-                await replay(client, t, uri, doc[:cut], doc[cut:], args.key_ms / 1000, stats)
+                await replay(client, t, uri, doc[:cut], doc[cut:], args.key_ms / 1000, stats, trace)
             )
         print(f"document {d + 1}/{len(docs)}", file=sys.stderr)
     await client.shutdown_async(None)
@@ -161,25 +171,29 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def add_arguments(p: argparse.ArgumentParser, methods: str = "none,lookup,draft") -> None:
+    """The replay's flags (``tools.lsp_profile`` types the same way)."""
     from engine.loading import ASSETS
 
-    p = argparse.ArgumentParser(prog="python -m tools.lsp_replay", description=__doc__.split("\n\n")[2])
     p.add_argument("--prompts", type=Path, default=ASSETS / "prompts" / "code.jsonl")
     p.add_argument("--limit", type=int, default=5, help="documents (default 5)")
     p.add_argument("--chars", type=int, default=120, help="characters typed per document (default 120)")
     p.add_argument("--key-ms", type=float, default=150.0, help="milliseconds between keys (default 150)")
-    p.add_argument("--methods", type=lambda s: s.split(","), default=["none", "lookup", "draft"])
+    p.add_argument("--methods", type=lambda s: s.split(","), default=methods.split(","))
     p.add_argument("--filters", type=lambda s: [int(x) for x in s.split(",")], default=[3], help="repeat_limit values")
     p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--stop", choices=["line", "block"], default="line")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--server-args", type=str.split, default=[])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.lsp_replay", description=__doc__.split("\n\n")[2])
+    add_arguments(p)
     args = p.parse_args(argv)
     res = asyncio.run(run(args))
     print(table(res))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1), encoding="utf-8")
+    write_results(res, args.json)
     return 0
 
 
