@@ -95,6 +95,8 @@ class Row:
     draft: Draft | None = None
     t_start: float = field(default_factory=time.perf_counter)
     t_propose: float = 0.0
+    t_begin: float = 0.0
+    draft_slot: int | None = None  # this row's slot in the batched draft model (batch/draft.py)
     t_prefill: float = 0.0
     stop: str | None = None  # set by finish when this step ended the request
     counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted
@@ -113,17 +115,25 @@ class Row:
         self.stats = Stats(prefill_s=prefill_s)
         self.detok = Detokenizer(tokenizer, self.ids)
 
-    def propose(self, hidden: torch.Tensor, context: int) -> tuple[int, Draft]:
-        t0 = time.perf_counter()
+    def context(self, hidden: torch.Tensor, context: int) -> Context | None:
+        """Start this row's step: its proposer's ``Context``, or None for a plain step."""
+        self.t_begin = time.perf_counter()
         self.step += 1
         budget = min(self.spec.max_new_tokens - self.produced - 1, context - len(self.tokens))
         k_max = self.k_max if self.k_cap is None else min(self.k_cap, self.k_max or self.k_cap)
-        draft = Draft.empty()
         if budget > 0 and k_max != 0:
-            ctx = Context(self.tokens, self.spec, budget, k_max, self.gen, hidden, self.target_ms, self.corpus)
-            draft = self.proposer.propose(ctx)
-        self.draft, self.t_propose = draft, 1000 * (time.perf_counter() - t0)
+            return Context(self.tokens, self.spec, budget, k_max, self.gen, hidden, self.target_ms, self.corpus)
+        return None
+
+    def drafted(self, draft: Draft, propose_ms: float | None = None) -> tuple[int, Draft]:
+        """This step's draft (``propose_ms``: this row's share of a batched proposal's time)."""
+        self.draft = draft
+        self.t_propose = 1000 * (time.perf_counter() - self.t_begin) if propose_ms is None else propose_ms
         return self.tokens[-1], draft
+
+    def propose(self, hidden: torch.Tensor, context: int) -> tuple[int, Draft]:
+        ctx = self.context(hidden, context)
+        return self.drafted(Draft.empty() if ctx is None else self.proposer.propose(ctx))
 
     def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
         t2 = time.perf_counter()

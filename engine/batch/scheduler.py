@@ -34,10 +34,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
-from ..config import ConfigError, check_ids
+from ..config import check_ids
 from ..local import _abandoned
 from .adapt import LoadPolicy, cap_rows, time_forward
 from .memory import plan_slots
+from .propose import Proposers
 from .rows import Forks, Row
 from .target import BatchTarget
 
@@ -87,6 +88,7 @@ class BatchBackend:
         self.slots, self.capacity = plan_slots(engine.target.model, engine.context, self.max_batch, self.kv_tokens)
         self._target = BatchTarget(engine.target.model, self.slots, self.capacity, engine.target.vocab)
         self._forks = Forks(engine.proposers)
+        self._proposers = Proposers(engine, self.slots, self.capacity)
         self._loaded.set()
 
     # -- readiness and what the engine offers (as LocalBackend) ----------------------------------------
@@ -125,7 +127,12 @@ class BatchBackend:
     def stats(self) -> dict:
         with self._cond:
             rows, queued = len(self.rows), len(self._queue)
-        return {"rows": rows, "queued": queued, "slots": self.slots, "kv_bytes": self._target.nbytes()}
+        return {
+            "rows": rows,
+            "queued": queued,
+            "slots": self.slots,
+            "kv_bytes": self._target.nbytes() + self._proposers.nbytes(),
+        }
 
     def encode(self, text: str) -> list[int]:
         tok = self.engine.tokenizer
@@ -249,17 +256,13 @@ class BatchBackend:
     def _step(self, live: list[Row]) -> None:
         engine, target = self._engine, self._target
         entries: list = [None] * len(self.rows)
-        failed: list[tuple[Row, Exception]] = []
         if self.policy is not None:
             cap_rows(self.policy, live, len(self.rows))
+        failed = self._proposers.propose(live, target, engine.context)
+        bad = {id(r) for r, _ in failed}
+        live = [r for r in live if id(r) not in bad]
         for row in live:
-            try:
-                entries[row.slot] = row.propose(target.hidden(row.slot), engine.context)
-            except Exception as e:  # noqa: BLE001 - one row fails, never the batch
-                if not isinstance(e, ConfigError):
-                    log.exception("request %r failed", row.handle.request.id)
-                failed.append((row, e))
-        live = [r for r in live if entries[r.slot] is not None]
+            entries[row.slot] = (row.tokens[-1], row.draft)
         if live:
             t0 = time.perf_counter()
             logits = target.score(entries)
@@ -301,6 +304,7 @@ class BatchBackend:
                 self.rows.insert(row.slot, last)
             self._target.free(len(self.rows))
         self._forks.give(row.spec.method, row.proposer)
+        self._proposers.release(row)
         if not row.handle.ended:
             row.handle._end(stop, error)
         self._forget(row.handle)
