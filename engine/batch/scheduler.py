@@ -8,9 +8,10 @@ Contract: ``BatchBackend(engine, max_batch, max_queue, kv_tokens, prefill_chunk)
 2. drop: rows cancelled (``cancel``, shutdown, abandoned) end now, their slot is freed and the last
    row moves into it: a cancel removes a row within one step, and the step in flight when it came
    is not delivered;
-3. prefill: every row still prefilling gets one chunk of at most ``prefill_chunk`` prompt tokens,
-   all in one forward of their own, so a newcomer's long prompt stalls running rows by one chunk
-   per step (and a row whose prefill completes takes its first step in the same iteration);
+3. prefill: rows still prefilling share a budget of ``prefill_chunk`` prompt tokens per
+   iteration, oldest request first, in one forward of their own, so the oldest newcomer gets its
+   first token soonest, a long prompt stalls running rows by one chunk per step, and a row whose
+   prefill completes takes its first step in the same iteration;
 4. step: every prefilled row proposes with its own method and settings, ONE target forward scores
    all rows (``BatchTarget.score``), each row verifies and commits its own path and gets its event
    (``BatchStepEvent``, with the batch size); rows that stopped end and free their slot.
@@ -54,7 +55,7 @@ class BatchBackend:
         max_batch: int = 8,
         max_queue: int = 64,
         kv_tokens: int | None = None,
-        prefill_chunk: int = 128,
+        prefill_chunk: int = 256,
         loader: Callable[[], Any] | None = None,
         name: str = "specdec-batch",
         adaptive: bool = False,
@@ -237,10 +238,18 @@ class BatchBackend:
             self._step(live)
 
     def _prefill(self, rows: list[Row]) -> None:
-        """One chunk for every row still prefilling, in one forward."""
+        """At most ``prefill_chunk`` prompt tokens in all, oldest request first, in one forward:
+        the oldest newcomer gets its first token soonest and running rows wait one chunk."""
+        picked, budget = [], self.prefill_chunk
+        for row in sorted(rows, key=lambda r: r.handle.seq):
+            need = max(0, len(row.ids) - 1 - len(self._target.ids[row.slot]))
+            if need == 0 or budget > 0:  # nothing to feed (a one-token prompt) or room left
+                picked.append((row, min(need, budget)))
+                budget -= min(need, budget)
+        rows, chunks = [r for r, _ in picked], [c for _, c in picked]
         t0 = time.perf_counter()
         try:
-            done = self._target.prefill_many([(r.slot, r.ids) for r in rows], self.prefill_chunk)
+            done = self._target.prefill_many([(r.slot, r.ids) for r in rows], chunks)
         except Exception as e:  # noqa: BLE001 - these rows fail, never the batch
             log.exception("prefill failed")
             for row in rows:
