@@ -45,7 +45,9 @@ class Proposers:
             try:
                 ctx = row.context(target.hidden(row.slot), context)
                 method = row.spec.method
-                if ctx is None:
+                if row.trie is not None:  # token healing: the first step scores the trie
+                    row.drafted(row.trie.draft)
+                elif ctx is None:
                     row.drafted(Draft.empty())
                 elif method == "draft" and self.draft is not None:
                     groups["draft"].append((row, ctx))

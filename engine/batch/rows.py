@@ -20,9 +20,10 @@ from typing import Any
 
 import torch
 
+from .. import healing
 from .. import methods as M
 from ..detok import Detokenizer
-from ..events import Stats, StepEvent
+from ..events import Piece, Stats, StepEvent
 from ..proposers.base import Context
 from ..sampling import to_probs
 from ..session import _generator, _pieces
@@ -100,6 +101,8 @@ class Row:
     t_prefill: float = 0.0
     stop: str | None = None  # set by finish when this step ended the request
     counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted
+    trie: Any = None  # token healing: the trie the first step draws from (engine/healing.py)
+    heal_fitted: bool = False
 
     def __post_init__(self) -> None:
         self.spec = self.handle.request.spec
@@ -109,6 +112,13 @@ class Row:
         self.k_max = M.k_max(self.spec.method, self.spec.k)
         self.stats = Stats()
         self.detok = None
+
+    def fit_heal(self, engine) -> None:
+        """Token healing as solo (``healing.fit``): the prompt may take the heal text's head, and
+        the first step draws from the trie of what is left (``finish_heal``)."""
+        self.heal_fitted = True
+        self.ids, self.trie = healing.fit(engine, self.ids, self.spec.heal)
+        self.tokens = list(self.ids)
 
     def start(self, tokenizer, prefill_s: float) -> None:
         self.prefilled = True
@@ -136,6 +146,8 @@ class Row:
         return self.drafted(Draft.empty() if ctx is None else self.proposer.propose(ctx))
 
     def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
+        if self.trie is not None:
+            return self.finish_heal(engine, target, logits, score_ms, rows)
         t2 = time.perf_counter()
         sp, draft = self.spec.sampling, self.draft
         self.target_ms = score_ms if self.target_ms is None else 0.8 * self.target_ms + 0.2 * score_ms
@@ -162,3 +174,26 @@ class Row:
         self.counts = (len(verdict.tested), len(verdict.path), draft.n)
         batch = {"rows": rows, "k": self.k_cap}
         return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, draft.n, stop, batch=batch)
+
+    def finish_heal(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
+        """The healing step, as ``healing.step`` does it solo: one forward over the trie (this
+        row's draft this step), a path and its finishing token drawn by ``healing.choose``."""
+        t2 = time.perf_counter()
+        trie, self.trie = self.trie, None
+        heal = trie.rest[0]
+        path, last = healing.choose(trie, logits, self.spec.sampling, self.gen)
+        target.commit(self.slot, tuple(path))
+        new = [trie.tokens[i] for i in path] + [last]
+        text = "".join(self.detok.push(x) for x in new)
+        if not text.startswith(heal):
+            raise RuntimeError(f"healing spelled {text!r}, not {heal!r}")  # a tokenizer that does not round-trip
+        pieces = [Piece(x, "", "plain", 1, 0) for x in new[:-1]] + [Piece(last, text[len(heal) :], "plain", 1, 0)]
+        self.tokens.extend(new)
+        self.produced += len(new)
+        self.stats.record([], [], [], len(new))
+        t3 = time.perf_counter()
+        self.stats.elapsed_s = t3 - self.t_start
+        stop = "eos" if last in engine.eos_ids else ("length" if len(new) >= self.spec.max_new_tokens else None)
+        self.stop, self.counts = stop, (0, 0, 0)
+        timings = {"propose": 0.0, "score": score_ms, "verify": 1000 * (t3 - t2)}
+        return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, 0, stop, batch={"rows": rows, "k": self.k_cap})

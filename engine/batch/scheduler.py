@@ -44,7 +44,7 @@ log = logging.getLogger("specdec.batch")
 
 
 class BatchBackend(QueueFront):
-    capabilities = Capabilities()
+    capabilities = Capabilities(heal=True)
 
     def __init__(
         self,
@@ -156,6 +156,13 @@ class BatchBackend(QueueFront):
     def _prefill(self, rows: list[Row]) -> None:
         """At most ``prefill_chunk`` prompt tokens in all, oldest request first, in one forward:
         the oldest newcomer gets its first token soonest and running rows wait one chunk."""
+        for row in [r for r in rows if r.spec.heal and not r.heal_fitted]:
+            try:
+                row.fit_heal(self._engine)
+            except Exception as e:  # noqa: BLE001 - this row fails (e.g. nothing spells the text)
+                rows.remove(row)
+                self._target.free(row.slot)
+                self._end(row, "error", e)
         picked, budget = [], self.prefill_chunk
         for row in sorted(rows, key=lambda r: r.handle.seq):
             need = max(0, len(row.ids) - 1 - len(self._target.ids[row.slot]))
