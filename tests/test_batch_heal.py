@@ -4,10 +4,12 @@ only that request with an error."""
 
 from __future__ import annotations
 
+import pytest
+
 from engine import healing
 from engine.backend import Request
 from engine.batch import BatchBackend
-from engine.config import GenerateSpec, SamplingParams
+from engine.config import ConfigError, GenerateSpec, SamplingParams
 
 
 def _tokens(handle) -> list[int]:
@@ -42,7 +44,8 @@ def test_an_unspellable_heal_text_ends_only_that_request(engine, prompts):
     try:
         bad = b.submit(Request(prompts[0], GenerateSpec(method="none", max_new_tokens=4, heal="\U0001f600\U0001f601")))
         good = b.submit(Request(prompts[1], GenerateSpec(method="none", max_new_tokens=4)))
-        list(bad)
+        with pytest.raises(ConfigError, match="cannot heal"):
+            list(bad)
         assert bad.stop == "error"
         assert _tokens(good) == engine.generate(prompts[1], GenerateSpec(method="none", max_new_tokens=4)).tokens
     finally:

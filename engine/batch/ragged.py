@@ -11,7 +11,9 @@ keys/values ``[slots, kv_heads, capacity, head_dim]`` per layer, allocated once.
 ``forward(rows)``: ``rows[b] = (slot, tokens, start)`` appends ``tokens`` to slot ``slot`` at
 positions ``start ..`` (causal among themselves, seeing the slot's positions ``[0, start)``) and
 returns the float32 logits after each row's last token, ``[B, V]``. A slot's positions at or after
-``start`` are overwritten; the caller tracks what each slot holds (``batch/draft.py``).
+``start`` are overwritten; the caller tracks what each slot holds (``batch/draft.py``). One row
+takes ``LeanLlama.forward``'s own path on its slot's cache (no index building: a batch of one
+drafts as fast as the single-request draft).
 Exactness never depends on this module: the verifier uses whatever q was sampled from.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..lean import LeanLlama, rope_table
+from ..lean import LeanLlama, causal_mask, rope_table
 
 
 class RaggedLlama:
@@ -44,27 +46,29 @@ class RaggedLlama:
 
     @torch.inference_mode()
     def forward(self, rows: list[tuple[int, list[int], int]]) -> torch.Tensor:
+        if len(rows) == 1:
+            return self._one(*rows[0])
         dev = self.device
         lens = [len(t) for _, t, _ in rows]
         B, Q = len(rows), max(lens)
-        starts = torch.tensor([s for _, _, s in rows], device=dev)
-        n = torch.tensor(lens, device=dev)
-        T = int((starts + n).max())
+        T = max(s + n for (_, _, s), n in zip(rows, lens))
         if T > self.capacity:
             raise ValueError(f"draft slot overflow: {T} positions, capacity {self.capacity}")
-        row_of = torch.repeat_interleave(torch.arange(B, device=dev), n)
-        offsets = torch.cumsum(n, 0) - n
-        col = torch.arange(int(n.sum()), device=dev) - offsets[row_of]  # index within its row
-        pos = starts[row_of] + col
-        slot_ids = torch.tensor([s for s, _, _ in rows], device=dev)
-        slot_of = slot_ids[row_of]
+        row_l = [b for b, n in enumerate(lens) for _ in range(n)]
+        col_l = [i for n in lens for i in range(n)]
+        row_of, col = torch.tensor(row_l, device=dev), torch.tensor(col_l, device=dev)
+        pos = torch.tensor([rows[b][2] + i for b, i in zip(row_l, col_l)], device=dev)
+        slots = [s for s, _, _ in rows]
+        slot_ids = torch.tensor(slots, device=dev)
+        slot_of = torch.tensor([slots[b] for b in row_l], device=dev)
         tokens = torch.tensor([t for _, ts, _ in rows for t in ts], device=dev)
+        starts = torch.tensor([s for _, _, s in rows], device=dev)
         # query i of row b sees keys [0, start_b + i]; padded queries (i >= n_b) are discarded
         keys = torch.arange(T, device=dev)
         qi = torch.arange(Q, device=dev)
         mask = (keys[None, None, :] <= (starts[:, None, None] + qi[None, :, None]))[:, None]
-        contiguous = bool((slot_ids == slot_ids[0] + torch.arange(B, device=dev)).all())
-        lo = int(slot_ids[0])
+        lo = slots[0]
+        contiguous = slots == list(range(lo, lo + B))
         x = self.embed[tokens]
         cos, sin = self.cos[pos], self.sin[pos]
         H, KV, hd = self.H, self.KV, self.hd
@@ -86,5 +90,17 @@ class RaggedLlama:
             x = x + layer.o(att)
             g, u = layer.gate_up(F.rms_norm(x, nh, None, self.eps)).chunk(2, dim=-1)
             x = x + layer.down(F.silu(g) * u)
-        last = offsets + n - 1
+        last = torch.tensor(lens, device=dev).cumsum(0) - 1
         return self.head(F.rms_norm(x[last], nh, None, self.eps)).float()
+
+    def _one(self, slot: int, tokens: list[int], start: int) -> torch.Tensor:
+        """One row: ``lean.LeanLlama.forward``'s own computation on the slot's cache views."""
+        T = len(tokens)
+        if start + T > self.capacity:
+            raise ValueError(f"draft slot overflow: {start + T} positions, capacity {self.capacity}")
+        x = self.embed[torch.tensor(tokens, device=self.device)]
+        cos, sin = self.cos[start : start + T], self.sin[start : start + T]
+        mask = causal_mask(T, start, self.device)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, self.k[i, slot], self.v[i, slot], start, mask)
+        return self.head(F.rms_norm(x[-1:], (x.shape[-1],), None, self.eps)).float()
