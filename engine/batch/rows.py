@@ -196,4 +196,5 @@ class Row:
         stop = "eos" if last in engine.eos_ids else ("length" if len(new) >= self.spec.max_new_tokens else None)
         self.stop, self.counts = stop, (0, 0, 0)
         timings = {"propose": 0.0, "score": score_ms, "verify": 1000 * (t3 - t2)}
-        return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, 0, stop, batch={"rows": rows, "k": self.k_cap})
+        batch = {"rows": rows, "k": self.k_cap}
+        return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, 0, stop, batch=batch)
