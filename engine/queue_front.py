@@ -13,7 +13,8 @@ the model thread) holds what a front end talks to before a request reaches the m
 - ``_drain()`` (under the lock) marks closing and takes the queue; ``_forget(handle)`` drops a
   finished handle's ids and keeps its slim ``Record`` in ``finished`` (the last 256);
   ``_load(loader)`` runs on the model thread and reports whether the engine loaded.
-Subclasses (``engine/batch/scheduler.py``'s ``BatchBackend``) own the model thread and its loop.
+Subclasses (``engine/local.py``'s ``LocalBackend``, ``engine/batch/scheduler.py``'s ``BatchBackend``) own
+the model thread and its loop.
 Why one module: the two backends wrote this part twice, and a fix to one missed the other.
 """
 
