@@ -11,7 +11,9 @@ more step after its cancel, and a request whose consumer stopped reading for ``R
 is cancelled with stop "abandoned". ``submit(request, until=fn)`` (beyond the protocol;
 ``stops_early``) ends a request with stop "until" as soon as ``fn(event)`` says its caller has
 what it needs, checked on the model thread right after the event is delivered. ``finished``
-keeps a slim ``Record`` of the last 256 ended requests (no text, tokens or corpus).
+keeps a slim ``Record`` of the last 256 ended requests (no text, tokens or corpus). The queue
+front (readiness, ``encode``, ``submit``, the cancel of a queued request) is
+``queue_front.QueueFront``, shared with ``batch.BatchBackend``.
 
 Why a thread and a queue rather than a lock: an engine holds one request's caches, so requests
 must take turns; a lock held across ``yield`` forced every front end to pull its stream from one
@@ -21,22 +23,20 @@ front ends only submit, iterate and cancel.
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
-from .config import ConfigError, check_ids
+from .backend import Capabilities, Handle, Limits, Request
+from .config import ConfigError
+from .queue_front import QueueFront
 
 log = logging.getLogger("specdec.backend")
 
 
-class LocalBackend:
+class LocalBackend(QueueFront):
     capabilities = Capabilities(heal=True)
     stops_early = True  # submit(request, until=fn): see submit
 
@@ -47,109 +47,42 @@ class LocalBackend:
         loader: Callable[[], Any] | None = None,
         name: str = "specdec-engine",
     ) -> None:
-        if (engine is None) == (loader is None):
-            raise ValueError("give an engine or a loader, not both")
-        if max_queue < 1:
-            raise ValueError(f"max_queue must be >= 1, got {max_queue}")
-        self.max_queue = max_queue
-        self._engine, self._load_error = engine, None
-        self._loaded = threading.Event()
+        super().__init__(engine, max_queue, loader)
         if engine is not None:
             self._loaded.set()
-        self._cond = threading.Condition()
-        self._queue: collections.deque[Handle] = collections.deque()
         self.running: Handle | None = None
-        self._closing = False
-        self._arrivals = itertools.count()
-        self.finished: collections.deque[Record] = collections.deque(maxlen=256)
         self._thread = threading.Thread(target=self._main, args=(loader,), name=name, daemon=True)
         self._thread.start()
 
-    # -- readiness and what the engine offers ------------------------------------------------------
-    def wait_ready(self, timeout: float | None = None) -> Any:
-        if not self._loaded.wait(timeout):
-            raise TimeoutError("the models are still loading")
-        if self._load_error is not None:
-            raise self._load_error
-        return self._engine
-
-    async def ready(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._loaded.wait)
-        self.wait_ready(0)
-
-    @property
-    def engine(self) -> Any:
-        return self.wait_ready()
-
-    @property
-    def methods(self) -> tuple[str, ...]:
-        return self.engine.methods
-
+    # -- what the engine offers (readiness, encode: QueueFront) ------------------------------------
     @property
     def limits(self) -> Limits:
         return Limits(context=self.engine.context, max_queue=self.max_queue)
-
-    @property
-    def queued(self) -> int:
-        return len(self._queue)
 
     @property
     def idle(self) -> bool:
         with self._cond:
             return self.running is None and not self._queue
 
-    def encode(self, text: str) -> list[int]:
-        """``engine.encode``'s token ids, through the Rust tokenizer when there is one (safe beside
-        the model thread's decoding)."""
-        tok = self.engine.tokenizer
-        backend = getattr(tok, "backend_tokenizer", None)
-        if backend is not None:
-            return backend.encode(text, add_special_tokens=False).ids
-        return tok.encode(text, add_special_tokens=False)
-
-    # -- requests -----------------------------------------------------------------------------------
+    # -- requests (submit and cancel: QueueFront) ----------------------------------------------------
     def submit(self, request: Request, until: Callable[[Any], bool] | None = None) -> Handle:
         """``until`` (this backend's extension, ``stops_early``): called on the model thread with
         each event after it is delivered; True ends the request there with stop "until", so no
         step runs after the caller knows its answer (a line completion at its newline)."""
-        engine = self.engine
-        if request.spec.method not in engine.methods:
-            engine.proposer(request.spec.method)  # raises ConfigError naming what is available
-        prompt = request.prompt
-        ids = check_ids(self.encode(prompt) if isinstance(prompt, str) else prompt, engine.context)
-        handle = Handle(request, self)
-        handle._ids, handle.until = ids, until
-        with self._cond:
-            if self._closing:
-                raise ShuttingDown("the server is shutting down and takes no new requests")
-            if len(self._queue) >= self.max_queue:
-                raise Busy(f"the queue is full ({self.max_queue} requests waiting); try again later")
-            handle.seq = next(self._arrivals)
-            self._queue.append(handle)
-            self._cond.notify()
-        return handle
+        return self._enqueue(request, until=until)
 
-    def cancel(self, handle: Handle, reason: str = "cancelled") -> None:
-        with self._cond:
-            queued = handle in self._queue
-            if queued:
-                self._queue.remove(handle)
-            elif handle is self.running and handle.cancel_reason is None:
-                handle.steps_at_cancel = handle.steps
-                handle.cancel_reason = reason
-        if queued:
-            self._end_unstarted(handle, reason)
+    def _cancel_running(self, handle: Handle, reason: str) -> None:
+        if handle is self.running:
+            handle.steps_at_cancel = handle.steps
+            handle.cancel_reason = reason
 
     def shutdown(self, timeout: float | None = 60.0) -> bool:
         """End everything with stop "shutdown"; True once the model thread has ended."""
         with self._cond:
-            self._closing = True
-            dropped = list(self._queue)
-            self._queue.clear()
+            dropped = self._drain()
             run = self.running
             if run is not None and run.cancel_reason is None:
                 run.steps_at_cancel, run.cancel_reason = run.steps, "shutdown"
-            self._cond.notify_all()
         for handle in dropped:
             self._end_unstarted(handle, "shutdown")
         if threading.current_thread() is not self._thread:
@@ -157,22 +90,9 @@ class LocalBackend:
         return not self._thread.is_alive()
 
     # -- the model thread ---------------------------------------------------------------------------
-    def _end_unstarted(self, handle: Handle, reason: str) -> None:
-        handle._end(reason)
-        self._forget(handle)
-
-    def _forget(self, handle: Handle) -> None:
-        handle._ids = None
-        self.finished.append(handle.record())
-
     def _main(self, loader: Callable[[], Any] | None) -> None:
         if loader is not None:
-            try:
-                self._engine = loader()
-            except BaseException as e:  # noqa: BLE001 - re-raised to whoever waits for the engine
-                self._load_error = e
-            finally:
-                self._loaded.set()
+            self._load(loader)
         while True:
             with self._cond:
                 while not self._queue and not self._closing:

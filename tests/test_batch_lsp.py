@@ -1,6 +1,6 @@
 """``specdec lsp --max-batch 2`` over stdio (pytest-lsp's real client): two documents completed at
-once (two requests in flight on the batching backend) each get the engine's greedy continuation
-(unhealed: that backend has no token healing)."""
+once (two requests in flight on the batching backend) each get the engine's healed greedy
+continuation (the batching backend heals as the single-request one does)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,7 @@ async def test_two_documents_at_once_each_get_their_greedy_continuation(client: 
     for uri in uris:
         open_doc(client, uri, "\n".join(LINES))
     prefix = "\n".join(LINES[:DEF_LINE]) + "\n"
-    # the batching backend does not offer token healing (Capabilities.heal is False), so the server
-    # completes the raw prefix: mid-word ("def compr") that differs from the healed continuation
-    want = [expected(engine, prefix + LINES[DEF_LINE][:c], "line", 16, heal=False) for c in cols]
+    # mid-word ("def compr"): the batching backend heals (Capabilities.heal), as the local one does
+    want = [expected(engine, prefix + LINES[DEF_LINE][:c], "line", 16) for c in cols]
     got = await asyncio.gather(*(complete(client, u, DEF_LINE, c) for u, c in zip(uris, cols)))
     assert [[i.insert_text for i in g.items] for g in got] == [[w] for w in want]

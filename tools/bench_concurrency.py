@@ -25,6 +25,8 @@ from pathlib import Path
 from engine.backend import Request
 from engine.config import GenerateSpec
 
+from .closed_loop import closed_loop
+
 
 def _pct(xs: list[float], q: float) -> float | None:
     if not xs:
@@ -37,34 +39,22 @@ def _cell(backend, ids: list[list[int]], spec: GenerateSpec, c: int) -> tuple[di
     out: list = [None] * len(ids)
     ttft: list[float] = []
     rates: list[float] = []
-    nxt = iter(range(len(ids)))
     lock = threading.Lock()
 
-    def client() -> None:
-        while True:
-            with lock:
-                i = next(nxt, None)
-            if i is None:
-                return
-            t0 = time.perf_counter()
-            first, toks = None, []
-            for ev in backend.submit(Request(ids[i], spec)):
-                if first is None:
-                    first = time.perf_counter() - t0
-                toks += ev.token_ids
-            dt = time.perf_counter() - t0
-            with lock:
-                out[i] = toks
-                ttft.append(first or dt)
-                rates.append(len(toks) / dt)
+    def job(i: int) -> None:
+        t0 = time.perf_counter()
+        first, toks = None, []
+        for ev in backend.submit(Request(ids[i], spec)):
+            if first is None:
+                first = time.perf_counter() - t0
+            toks += ev.token_ids
+        dt = time.perf_counter() - t0
+        with lock:
+            out[i] = toks
+            ttft.append(first or dt)
+            rates.append(len(toks) / dt)
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(c)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = closed_loop(len(ids), c, job)
     tokens = sum(len(t) for t in out)
     cell = {
         "tokens": tokens,
@@ -187,6 +177,30 @@ def chart(result: dict) -> str:
     return line_chart(series, "aggregate tokens/s against concurrency", "concurrent clients", "tokens/s", None)
 
 
+def merge(results: list[dict]) -> dict:
+    """One result from several runs of the same prompts and tokens over different levels (a grid
+    split into calls of a few minutes each): the first run's ``local`` row is the baseline, every
+    run's local figure is kept in ``local_tok_s`` (the run-to-run noise), levels in order."""
+    rows = [r for res in results for r in res["rows"] if r["row"] != "local"]
+    local = next(r for r in results[0]["rows"] if r["row"] == "local")
+    levels = sorted({c for res in results for c in res["levels"]})
+    out = {k: v for k, v in results[0].items() if k not in ("rows", "levels")}
+    locals_ = [r["tok_s"] for res in results for r in res["rows"] if r["row"] == "local"]
+    rows.sort(key=lambda r: ({"batch": 0, "load": 1, "hf_cb": 2}[r["row"]], r["c"]))
+    return {**out, "levels": levels, "local_tok_s": locals_, "rows": [local, *rows]}
+
+
+def main_merge(argv: list[str]) -> int:
+    """``python -m tools.bench_concurrency OUT.json IN.json ...``: merge, write OUT.json + .svg."""
+    out, ins = Path(argv[0]), [json.loads(Path(p).read_text(encoding="utf-8")) for p in argv[1:]]
+    result = merge(ins)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out.with_suffix(".svg").write_text(chart(result), encoding="utf-8")
+    print(table(result))
+    print(markdown(result))
+    return 0
+
+
 def main(args) -> int:
     from app.args import load_engine
 
@@ -204,3 +218,7 @@ def main(args) -> int:
         args.json.with_suffix(".svg").write_text(chart(result), encoding="utf-8")
         print(f"wrote {args.json} and {args.json.with_suffix('.svg')}", file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_merge(sys.argv[1:]))

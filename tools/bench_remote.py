@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import threading
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from engine.backend import Request
 from engine.config import GenerateSpec
 from engine.events import Stats
+
+from .closed_loop import closed_loop
 
 
 @dataclass
@@ -109,23 +110,11 @@ def _gen(engine, ids, spec):
 def _concurrent(remote, ids_list, spec, concurrency: int) -> Row:
     row = Row(f"remote:{spec.method}@c{concurrency}")
     out: list = [None] * len(ids_list)
-    nxt, lock = iter(range(len(ids_list))), threading.Lock()
 
-    def client():
-        while True:
-            with lock:
-                i = next(nxt, None)
-            if i is None:
-                return
-            out[i] = _timed(lambda i=i: _remote_one(remote, ids_list[i], spec))
+    def job(i: int) -> None:
+        out[i] = _timed(lambda: _remote_one(remote, ids_list[i], spec))
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    row.wall_s = time.perf_counter() - t0
+    row.wall_s = closed_loop(len(ids_list), concurrency, job)
     for s, toks, st in out:
         row.seconds.append(s)
         row.tokens.append(toks)

@@ -20,9 +20,10 @@ from typing import Any
 
 import torch
 
+from .. import healing
 from .. import methods as M
 from ..detok import Detokenizer
-from ..events import Stats, StepEvent
+from ..events import Piece, Stats, StepEvent
 from ..proposers.base import Context
 from ..sampling import to_probs
 from ..session import _generator, _pieces
@@ -95,9 +96,13 @@ class Row:
     draft: Draft | None = None
     t_start: float = field(default_factory=time.perf_counter)
     t_propose: float = 0.0
+    t_begin: float = 0.0
+    draft_slot: int | None = None  # this row's slot in the batched draft model (batch/draft.py)
     t_prefill: float = 0.0
     stop: str | None = None  # set by finish when this step ended the request
     counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted
+    trie: Any = None  # token healing: the trie the first step draws from (engine/healing.py)
+    heal_fitted: bool = False
 
     def __post_init__(self) -> None:
         self.spec = self.handle.request.spec
@@ -108,24 +113,41 @@ class Row:
         self.stats = Stats()
         self.detok = None
 
+    def fit_heal(self, engine) -> None:
+        """Token healing as solo (``healing.fit``): the prompt may take the heal text's head, and
+        the first step draws from the trie of what is left (``finish_heal``)."""
+        self.heal_fitted = True
+        self.ids, self.trie = healing.fit(engine, self.ids, self.spec.heal)
+        self.tokens = list(self.ids)
+
     def start(self, tokenizer, prefill_s: float) -> None:
         self.prefilled = True
         self.stats = Stats(prefill_s=prefill_s)
         self.detok = Detokenizer(tokenizer, self.ids)
 
-    def propose(self, hidden: torch.Tensor, context: int) -> tuple[int, Draft]:
-        t0 = time.perf_counter()
+    def context(self, hidden: torch.Tensor, context: int) -> Context | None:
+        """Start this row's step: its proposer's ``Context``, or None for a plain step."""
+        self.t_begin = time.perf_counter()
         self.step += 1
         budget = min(self.spec.max_new_tokens - self.produced - 1, context - len(self.tokens))
         k_max = self.k_max if self.k_cap is None else min(self.k_cap, self.k_max or self.k_cap)
-        draft = Draft.empty()
         if budget > 0 and k_max != 0:
-            ctx = Context(self.tokens, self.spec, budget, k_max, self.gen, hidden, self.target_ms, self.corpus)
-            draft = self.proposer.propose(ctx)
-        self.draft, self.t_propose = draft, 1000 * (time.perf_counter() - t0)
+            return Context(self.tokens, self.spec, budget, k_max, self.gen, hidden, self.target_ms, self.corpus)
+        return None
+
+    def drafted(self, draft: Draft, propose_ms: float | None = None) -> tuple[int, Draft]:
+        """This step's draft (``propose_ms``: this row's share of a batched proposal's time)."""
+        self.draft = draft
+        self.t_propose = 1000 * (time.perf_counter() - self.t_begin) if propose_ms is None else propose_ms
         return self.tokens[-1], draft
 
+    def propose(self, hidden: torch.Tensor, context: int) -> tuple[int, Draft]:
+        ctx = self.context(hidden, context)
+        return self.drafted(Draft.empty() if ctx is None else self.proposer.propose(ctx))
+
     def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
+        if self.trie is not None:
+            return self.finish_heal(engine, target, logits, score_ms, rows)
         t2 = time.perf_counter()
         sp, draft = self.spec.sampling, self.draft
         self.target_ms = score_ms if self.target_ms is None else 0.8 * self.target_ms + 0.2 * score_ms
@@ -152,3 +174,27 @@ class Row:
         self.counts = (len(verdict.tested), len(verdict.path), draft.n)
         batch = {"rows": rows, "k": self.k_cap}
         return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, draft.n, stop, batch=batch)
+
+    def finish_heal(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
+        """The healing step, as ``healing.step`` does it solo: one forward over the trie (this
+        row's draft this step), a path and its finishing token drawn by ``healing.choose``."""
+        t2 = time.perf_counter()
+        trie, self.trie = self.trie, None
+        heal = trie.rest[0]
+        path, last = healing.choose(trie, logits, self.spec.sampling, self.gen)
+        target.commit(self.slot, tuple(path))
+        new = [trie.tokens[i] for i in path] + [last]
+        text = "".join(self.detok.push(x) for x in new)
+        if not text.startswith(heal):
+            raise RuntimeError(f"healing spelled {text!r}, not {heal!r}")  # a tokenizer that does not round-trip
+        pieces = [Piece(x, "", "plain", 1, 0) for x in new[:-1]] + [Piece(last, text[len(heal) :], "plain", 1, 0)]
+        self.tokens.extend(new)
+        self.produced += len(new)
+        self.stats.record([], [], [], len(new))
+        t3 = time.perf_counter()
+        self.stats.elapsed_s = t3 - self.t_start
+        stop = "eos" if last in engine.eos_ids else ("length" if len(new) >= self.spec.max_new_tokens else None)
+        self.stop, self.counts = stop, (0, 0, 0)
+        timings = {"propose": 0.0, "score": score_ms, "verify": 1000 * (t3 - t2)}
+        batch = {"rows": rows, "k": self.k_cap}
+        return BatchStepEvent(self.step, tuple(pieces), self.stats.snapshot(), timings, 0, stop, batch=batch)

@@ -8,9 +8,10 @@ Contract: ``BatchBackend(engine, max_batch, max_queue, kv_tokens, prefill_chunk)
 2. drop: rows cancelled (``cancel``, shutdown, abandoned) end now, their slot is freed and the last
    row moves into it: a cancel removes a row within one step, and the step in flight when it came
    is not delivered;
-3. prefill: every row still prefilling gets one chunk of at most ``prefill_chunk`` prompt tokens,
-   all in one forward of their own, so a newcomer's long prompt stalls running rows by one chunk
-   per step (and a row whose prefill completes takes its first step in the same iteration);
+3. prefill: rows still prefilling share a budget of ``prefill_chunk`` prompt tokens per
+   iteration, oldest request first, in one forward of their own, so the oldest newcomer gets its
+   first token soonest, a long prompt stalls running rows by one chunk per step, and a row whose
+   prefill completes takes its first step in the same iteration;
 4. step: every prefilled row proposes with its own method and settings, ONE target forward scores
    all rows (``BatchTarget.score``), each row verifies and commits its own path and gets its event
    (``BatchStepEvent``, with the batch size); rows that stopped end and free their slot.
@@ -24,28 +25,26 @@ step) to maximise the batch's estimated tokens/s; the cap is in each event's ``b
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ..backend import Busy, Capabilities, Handle, Limits, Record, Request, ShuttingDown
-from ..config import ConfigError, check_ids
+from ..backend import Capabilities, Handle, Limits
 from ..local import _abandoned
+from ..queue_front import QueueFront
 from .adapt import LoadPolicy, cap_rows, time_forward
 from .memory import plan_slots
+from .propose import Proposers
 from .rows import Forks, Row
 from .target import BatchTarget
 
 log = logging.getLogger("specdec.batch")
 
 
-class BatchBackend:
-    capabilities = Capabilities()
+class BatchBackend(QueueFront):
+    capabilities = Capabilities(heal=True)
 
     def __init__(
         self,
@@ -53,29 +52,17 @@ class BatchBackend:
         max_batch: int = 8,
         max_queue: int = 64,
         kv_tokens: int | None = None,
-        prefill_chunk: int = 128,
+        prefill_chunk: int = 256,
         loader: Callable[[], Any] | None = None,
         name: str = "specdec-batch",
         adaptive: bool = False,
     ) -> None:
-        if (engine is None) == (loader is None):
-            raise ValueError("give an engine or a loader, not both")
-        if max_batch < 1 or max_queue < 1 or prefill_chunk < 1:
-            raise ValueError("max_batch, max_queue and prefill_chunk must be >= 1")
-        self.max_batch, self.max_queue, self.kv_tokens, self.prefill_chunk = (
-            max_batch,
-            max_queue,
-            kv_tokens,
-            prefill_chunk,
-        )
-        self._engine, self._load_error, self._target = engine, None, None
-        self._loaded = threading.Event()
-        self._cond = threading.Condition()
-        self._queue: collections.deque[Handle] = collections.deque()
+        if max_batch < 1 or prefill_chunk < 1:
+            raise ValueError("max_batch and prefill_chunk must be >= 1")
+        super().__init__(engine, max_queue, loader)
+        self.max_batch, self.kv_tokens, self.prefill_chunk = max_batch, kv_tokens, prefill_chunk
+        self._target = None
         self.rows: list[Row] = []
-        self._closing = False
-        self._arrivals = itertools.count()
-        self.finished: collections.deque[Record] = collections.deque(maxlen=256)
         self.steps = 0
         self.policy = LoadPolicy() if adaptive else None
         if engine is not None:
@@ -87,35 +74,13 @@ class BatchBackend:
         self.slots, self.capacity = plan_slots(engine.target.model, engine.context, self.max_batch, self.kv_tokens)
         self._target = BatchTarget(engine.target.model, self.slots, self.capacity, engine.target.vocab)
         self._forks = Forks(engine.proposers)
+        self._proposers = Proposers(engine, self.slots, self.capacity)
         self._loaded.set()
 
-    # -- readiness and what the engine offers (as LocalBackend) ----------------------------------------
-    def wait_ready(self, timeout: float | None = None) -> Any:
-        if not self._loaded.wait(timeout):
-            raise TimeoutError("the models are still loading")
-        if self._load_error is not None:
-            raise self._load_error
-        return self._engine
-
-    async def ready(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._loaded.wait)
-        self.wait_ready(0)
-
-    @property
-    def engine(self) -> Any:
-        return self.wait_ready()
-
-    @property
-    def methods(self) -> tuple[str, ...]:
-        return self.engine.methods
-
+    # -- what the engine offers (the rest is QueueFront's) -----------------------------------------
     @property
     def limits(self) -> Limits:
         return Limits(context=self.engine.context, max_queue=self.max_queue, max_batch=self.slots)
-
-    @property
-    def queued(self) -> int:
-        return len(self._queue)
 
     @property
     def idle(self) -> bool:
@@ -125,75 +90,34 @@ class BatchBackend:
     def stats(self) -> dict:
         with self._cond:
             rows, queued = len(self.rows), len(self._queue)
-        return {"rows": rows, "queued": queued, "slots": self.slots, "kv_bytes": self._target.nbytes()}
+        return {
+            "rows": rows,
+            "queued": queued,
+            "slots": self.slots,
+            "kv_bytes": self._target.nbytes() + self._proposers.nbytes(),
+        }
 
-    def encode(self, text: str) -> list[int]:
-        tok = self.engine.tokenizer
-        backend = getattr(tok, "backend_tokenizer", None)
-        if backend is not None:
-            return backend.encode(text, add_special_tokens=False).ids
-        return tok.encode(text, add_special_tokens=False)
-
-    # -- requests -----------------------------------------------------------------------------------
-    def submit(self, request: Request) -> Handle:
-        engine = self.engine
-        if request.spec.method not in engine.methods:
-            engine.proposer(request.spec.method)  # raises ConfigError naming what is available
-        prompt = request.prompt
-        ids = check_ids(self.encode(prompt) if isinstance(prompt, str) else prompt, engine.context)
-        handle = Handle(request, self)
-        handle._ids = ids
-        with self._cond:
-            if self._closing:
-                raise ShuttingDown("the server is shutting down and takes no new requests")
-            if len(self._queue) >= self.max_queue:
-                raise Busy(f"the queue is full ({self.max_queue} requests waiting); try again later")
-            handle.seq = next(self._arrivals)
-            self._queue.append(handle)
-            self._cond.notify()
-        return handle
-
-    def cancel(self, handle: Handle, reason: str = "cancelled") -> None:
-        with self._cond:
-            queued = handle in self._queue
-            if queued:
-                self._queue.remove(handle)
-            elif handle.cancel_reason is None and any(r.handle is handle for r in self.rows):
-                handle.steps_at_cancel, handle.cancel_reason = handle.steps, reason
-        if queued:
-            handle._end(reason)
-            self._forget(handle)
+    # -- requests (submit and cancel: QueueFront) ----------------------------------------------------
+    def _cancel_running(self, handle: Handle, reason: str) -> None:
+        if any(r.handle is handle for r in self.rows):
+            handle.steps_at_cancel, handle.cancel_reason = handle.steps, reason
 
     def shutdown(self, timeout: float | None = 60.0) -> bool:
         with self._cond:
-            self._closing = True
-            dropped = list(self._queue)
-            self._queue.clear()
+            dropped = self._drain()
             for row in self.rows:
                 if row.handle.cancel_reason is None:
                     row.handle.steps_at_cancel, row.handle.cancel_reason = row.handle.steps, "shutdown"
-            self._cond.notify_all()
         for handle in dropped:
-            handle._end("shutdown")
-            self._forget(handle)
+            self._end_unstarted(handle, "shutdown")
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def _forget(self, handle: Handle) -> None:
-        handle._ids = None
-        self.finished.append(handle.record())
-
     # -- the model thread ---------------------------------------------------------------------------
     def _main(self, loader: Callable[[], Any] | None) -> None:
-        if loader is not None:
-            try:
-                self._engine = loader()
-                self._setup(self._engine)
-            except BaseException as e:  # noqa: BLE001 - re-raised to whoever waits for the engine
-                self._load_error = e
-                self._loaded.set()
-                return
+        if loader is not None and not self._load(loader, self._setup):
+            return
         if self.policy is not None:
             self.policy.calibrate(lambda rows, q: time_forward(self._target, rows, q), self.slots)
         while True:
@@ -230,10 +154,25 @@ class BatchBackend:
             self._step(live)
 
     def _prefill(self, rows: list[Row]) -> None:
-        """One chunk for every row still prefilling, in one forward."""
+        """At most ``prefill_chunk`` prompt tokens in all, oldest request first, in one forward:
+        the oldest newcomer gets its first token soonest and running rows wait one chunk."""
+        for row in [r for r in rows if r.spec.heal and not r.heal_fitted]:
+            try:
+                row.fit_heal(self._engine)
+            except Exception as e:  # noqa: BLE001 - this row fails (e.g. nothing spells the text)
+                rows.remove(row)
+                self._target.free(row.slot)
+                self._end(row, "error", e)
+        picked, budget = [], self.prefill_chunk
+        for row in sorted(rows, key=lambda r: r.handle.seq):
+            need = max(0, len(row.ids) - 1 - len(self._target.ids[row.slot]))
+            if need == 0 or budget > 0:  # nothing to feed (a one-token prompt) or room left
+                picked.append((row, min(need, budget)))
+                budget -= min(need, budget)
+        rows, chunks = [r for r, _ in picked], [c for _, c in picked]
         t0 = time.perf_counter()
         try:
-            done = self._target.prefill_many([(r.slot, r.ids) for r in rows], self.prefill_chunk)
+            done = self._target.prefill_many([(r.slot, r.ids) for r in rows], chunks)
         except Exception as e:  # noqa: BLE001 - these rows fail, never the batch
             log.exception("prefill failed")
             for row in rows:
@@ -249,17 +188,13 @@ class BatchBackend:
     def _step(self, live: list[Row]) -> None:
         engine, target = self._engine, self._target
         entries: list = [None] * len(self.rows)
-        failed: list[tuple[Row, Exception]] = []
         if self.policy is not None:
             cap_rows(self.policy, live, len(self.rows))
+        failed = self._proposers.propose(live, target, engine.context)
+        bad = {id(r) for r, _ in failed}
+        live = [r for r in live if id(r) not in bad]
         for row in live:
-            try:
-                entries[row.slot] = row.propose(target.hidden(row.slot), engine.context)
-            except Exception as e:  # noqa: BLE001 - one row fails, never the batch
-                if not isinstance(e, ConfigError):
-                    log.exception("request %r failed", row.handle.request.id)
-                failed.append((row, e))
-        live = [r for r in live if entries[r.slot] is not None]
+            entries[row.slot] = (row.tokens[-1], row.draft)
         if live:
             t0 = time.perf_counter()
             logits = target.score(entries)
@@ -301,6 +236,7 @@ class BatchBackend:
                 self.rows.insert(row.slot, last)
             self._target.free(len(self.rows))
         self._forks.give(row.spec.method, row.proposer)
+        self._proposers.release(row)
         if not row.handle.ended:
             row.handle._end(stop, error)
         self._forget(row.handle)

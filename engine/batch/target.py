@@ -59,16 +59,17 @@ class BatchTarget:
         return self.prefill_many([(s, ids)], chunk)[0]
 
     @torch.inference_mode()
-    def prefill_many(self, rows: list[tuple[int, list[int]]], chunk: int) -> list[bool]:
-        """One forward feeding each (slot, ids) row at most ``chunk`` more tokens of ``ids[:-1]``;
-        per row, True once its cache holds all of them. Rows in between that are not listed take
-        no part (fully masked)."""
+    def prefill_many(self, rows: list[tuple[int, list[int]]], chunk: int | list[int]) -> list[bool]:
+        """One forward feeding each (slot, ids) row at most ``chunk`` (one per row when a list)
+        more tokens of ``ids[:-1]``; per row, True once its cache holds all of them. Rows in
+        between that are not listed take no part (fully masked)."""
         rests: dict[int, list[int]] = {}
-        for s, ids in rows:
+        chunks = chunk if isinstance(chunk, list) else [chunk] * len(rows)
+        for (s, ids), c in zip(rows, chunks):
             L = len(self.ids[s])
             if self.ids[s] != ids[: min(L, len(ids) - 1)]:
                 raise RuntimeError("prefill: slot holds other tokens (free it first)")
-            rest = ids[L : len(ids) - 1][:chunk]
+            rest = ids[L : len(ids) - 1][:c]
             if rest:
                 rests[s] = rest
         if rests:

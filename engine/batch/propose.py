@@ -1,0 +1,98 @@
+"""The propose phase of a batch step: every row's draft, model-backed proposers batched across rows.
+
+Contract: ``Proposers(engine, slots, capacity)`` builds the batched proposers the engine's methods
+allow: ``BatchDraft`` for ``draft`` when the draft model takes the ragged lean path (else draft rows
+use their own fork, as before), and batched heads for ``medusa``. ``propose(rows, target, context)``
+gives every row (``rows.Row``) its draft for this step (``Row.drafted``) and returns the rows whose
+proposer failed, with the error; the others are ready for the scoring forward. Rows of ``none``,
+``lookup`` and ``eagle`` propose one by one (lookup is a string search; EAGLE keeps per-row trees).
+A batched group shares its time: each row's ``t_propose`` is the group's time over its size (what
+``adapt.LoadPolicy`` charges per row). ``release(row)`` returns a leaving row's draft slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..config import ConfigError
+from ..tree import Draft
+from .draft import BatchDraft, medusa_propose
+from .ragged import RaggedLlama
+
+log = logging.getLogger("specdec.batch")
+
+
+class Proposers:
+    def __init__(self, engine, slots: int, capacity: int) -> None:
+        self.draft = None
+        dm = getattr(engine, "draft_model", None)
+        if "draft" in engine.proposers and dm is not None and RaggedLlama.supports(dm):
+            self.draft = BatchDraft(dm, slots, capacity, engine.target.vocab)
+        self.medusa = engine.proposers.get("medusa")
+
+    def release(self, row) -> None:
+        if self.draft is not None:
+            self.draft.release(row)
+
+    def nbytes(self) -> int:
+        return self.draft.model.nbytes() if self.draft is not None else 0
+
+    def propose(self, rows: list, target, context: int) -> list[tuple[object, Exception]]:
+        failed: list[tuple[object, Exception]] = []
+        groups: dict[str, list] = {"draft": [], "medusa": []}
+        for row in rows:
+            try:
+                ctx = row.context(target.hidden(row.slot), context)
+                method = row.spec.method
+                if row.trie is not None:  # token healing: the first step scores the trie
+                    row.drafted(row.trie.draft)
+                elif ctx is None:
+                    row.drafted(Draft.empty())
+                elif method == "draft" and self.draft is not None:
+                    groups["draft"].append((row, ctx))
+                elif method == "medusa" and self.medusa is not None:
+                    groups["medusa"].append((row, ctx))
+                else:
+                    row.drafted(row.proposer.propose(ctx))
+            except Exception as e:  # noqa: BLE001 - one row fails, never the batch
+                _failed(failed, row, e)
+        if groups["draft"]:
+            self._group(groups["draft"], self.draft.propose, failed)
+        if groups["medusa"]:
+            self._group(groups["medusa"], self._medusa, failed)
+        return failed
+
+    def _medusa(self, pairs: list) -> list[Draft]:
+        m = self.medusa
+        drafts: list[Draft | None] = [None] * len(pairs)
+        todo = []
+        for i, (_, ctx) in enumerate(pairs):
+            n = min(m.n_nodes, ctx.budget, ctx.k_max or m.n_nodes)
+            if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
+                drafts[i] = Draft.empty()  # a one-token prompt has no hidden state yet (as solo)
+            else:
+                todo.append((i, n, ctx.hidden[-1]))
+        if todo:
+            for (i, _, _), d in zip(todo, medusa_propose(m, [(n, h) for _, n, h in todo])):
+                drafts[i] = d
+        return drafts
+
+    @staticmethod
+    def _group(pairs: list, fn, failed: list) -> None:
+        t0 = time.perf_counter()
+        try:
+            drafts = fn(pairs)
+        except Exception as e:  # noqa: BLE001 - these rows fail, never the batch
+            for row, _ in pairs:
+                _failed(failed, row, e)
+            return
+        share = 1000 * (time.perf_counter() - t0) / len(pairs)
+        for (row, _), draft in zip(pairs, drafts):
+            row.drafted(draft, share)
+
+
+def _failed(failed: list, row, e: Exception) -> None:
+    if not isinstance(e, ConfigError):
+        log.exception("request %r failed", row.handle.request.id)
+    failed.append((row, e))
