@@ -32,7 +32,7 @@ class LeanTarget:
     supports = staticmethod(LeanLlama.supports)
 
     @torch.inference_mode()
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, fold_rope: bool = False) -> None:
         cfg, m = model.config, model.get_decoder()
         self.n_heads = cfg.num_attention_heads
         self.n_kv = getattr(cfg, "num_key_value_heads", None) or self.n_heads
@@ -54,6 +54,7 @@ class LeanTarget:
                 self.n_heads,
                 self.n_kv,
                 self.eps,
+                fold_rope,
             )
             for layer in m.layers
             for a in (layer.self_attn,)
