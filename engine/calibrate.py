@@ -189,7 +189,8 @@ def _parts(engine) -> dict:
 
 
 def _shapes(engine) -> set:
-    return P.shapes_in(engine.target.model) | P.shapes_in(list(engine.proposers.values()))
+    lean = P.shapes_in(engine.target.lean) if engine.target.lean is not None else set()
+    return P.shapes_in(engine.target.model) | lean | P.shapes_in(list(engine.proposers.values()))
 
 
 def apply(engine, choices: dict) -> None:
