@@ -69,7 +69,7 @@ class Row:
     k: int | str | None = None
 
 
-def load_prompts(path: Path | str, limit: int | None = None) -> list[str]:
+def load_prompts(path: Path | str, limit: int | None = None, offset: int = 0) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise PromptFileError(f'prompt file not found: {path} (one JSON object per line with a "prompt" string)')
@@ -86,6 +86,7 @@ def load_prompts(path: Path | str, limit: int | None = None) -> list[str]:
         prompts.append(obj["prompt"])
     if not prompts:
         raise PromptFileError(f"{path} holds no prompts")
+    prompts = prompts[offset:]  # a slice of the file, for runs merged by tools/bench_merge.py
     return prompts[:limit] if limit else prompts
 
 
@@ -326,7 +327,8 @@ def main(args) -> int:
 
     from .bench_table import format_table
 
-    prompts = load_prompts(args.prompts, args.limit)
+    offset = getattr(args, "offset", 0) or 0
+    prompts = load_prompts(args.prompts, args.limit, offset)
     engine = load_engine(args)
     methods = args.methods or list(engine.methods)
     missing = [m for m in methods if m not in engine.methods]
@@ -354,6 +356,7 @@ def main(args) -> int:
         result = run_bench(*bench_args, *hf_args, progress=not args.no_progress)
         result["config"]["contention"] = None
     result["config"]["prompts"] = str(args.prompts)
+    result["config"]["offset"] = offset
     print(format_table(result))
     cal = result["config"].get("calibration")
     if cal is not None:
