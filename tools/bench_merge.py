@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from tools.bench import fastest_plain
+from tools.bench_metrics import fastest_plain
 
 SCALARS = ("target_ms", "draft_ms_per_token", "c", "r_score", "predicted_speedup", "predicted_speedup_iid")
 DROPPED = ("alpha_per_position", "conditional_alpha_per_position", "accept_rate_per_depth")
