@@ -93,7 +93,7 @@ def rows_fit() -> tuple[float, float]:
     return T.fit_verify_cost(d["config"]["rows"], d["ms_median"])
 
 
-README_BENCH, README_EDITS = "bench-cpu-calibrated", "bench-edits-cpu-calibrated"
+README_BENCH, README_EDITS = "bench-cpu-lean", "bench-edits-cpu-lean"
 FIGURES = {
     "readme_bench_table": lambda: doc_bench.table(load(README_BENCH)),
     "readme_edits_table": lambda: doc_bench.table(load(README_EDITS)),
