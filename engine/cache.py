@@ -6,6 +6,9 @@ Contract:
   first ``length`` slots: appending never re-copies the whole cache as ``torch.cat`` does in
   ``DynamicLayer``, and truncation is an O(1) change of length.
 - ``grow(buf, used, need, dim)``: the one growable-buffer rule (also used outside this module).
+- ``reserve(cache, need, n_kv, head_dim, like)``: per layer the 3-D key and value buffers
+  [n_kv, capacity >= need, head_dim] of batch row 0 (for a forward that writes slots itself, the
+  lean target); ``advance(cache, n)`` then counts n more positions as written.
 - ``length(cache)``, ``truncate(cache, n)`` (keep the first n positions) and
   ``keep(cache, start, slots)`` (move the positions ``start + s`` for s in ``slots``, in order, to
   ``start, start + 1, ...`` and drop everything after: how a tree path is committed).
@@ -97,6 +100,23 @@ class GrowingLayer(DynamicLayer):
 
 def new_cache(n_layers: int, capacity: int) -> Cache:
     return Cache(layers=[GrowingLayer(capacity) for _ in range(n_layers)])
+
+
+def reserve(cache: Cache, need: int, n_kv: int, head_dim: int, like: torch.Tensor) -> list[tuple]:
+    out = []
+    for layer in cache.layers:
+        if not layer.is_initialized:
+            layer.lazy_initialization(like.new_empty((1, n_kv, 0, head_dim)), like.new_empty((1, n_kv, 0, head_dim)))
+        if need > layer.capacity:
+            layer._grow(need)
+        out.append((layer._k[0], layer._v[0]))
+    return out
+
+
+def advance(cache: Cache, n: int) -> None:
+    for layer in cache.layers:
+        layer.length += n
+        layer._views()
 
 
 def length(cache: Cache) -> int:

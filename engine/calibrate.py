@@ -7,17 +7,22 @@ no constant can choose. A short measurement at load does, and its result is cach
 
 Contract:
 - ``calibrate_time.measure(engine, shapes, parts) -> dict``: the timings (microseconds per call), JSON-ready:
-  ``{"threads": {n: us}, "linear": {"OxI": {rows: {"stock": us, "packed": us}}},
+  ``{"target": {"hf": us, "lean": us}, "threads": {n: us}, "threads_on": path, "load": loadavg,
+  "linear": {"OxI": {rows: {"stock": us, "packed": us}}},
   "draft": {"lean": us, "hf": us}, "eagle": {"fused": us, "reference": us}}`` (keys absent where a
   part is not loaded or has one path only).
 - ``decide(timings, margin) -> dict``: the choices, a pure function of the timings (tests inject
   them): ``threads`` (fewest within ``margin`` of the fastest), ``linear`` ``{"OxI": [packed? per
-  row bucket]}`` (packed only where it beats stock by more than ``margin``), ``draft`` and ``eagle``
-  (the faster path, ties to the simpler one: transformers' forward, the trained module).
+  row bucket]}`` (packed only where it beats stock by more than ``margin``), ``target``, ``draft``
+  and ``eagle`` (the faster path, ties to the simpler one: transformers' forward, the trained module).
+  Fewest threads within the margin, because under contention one thread degrades far less than
+  two (OpenMP threads wait on a busy core; docs/bench.md has the figures).
 - ``apply(engine, choices)`` installs them (``packed.set_plan``, ``torch.set_num_threads``, the
-  proposers' ``use``); ``calibrate(engine, mode)`` is measure + decide + apply with the cache:
-  mode ``"auto"`` reads the cache (or measures and writes it), ``"recalibrate"`` measures and
-  rewrites it, ``"off"`` installs nothing (stock everywhere). Returns a ``Calibration``.
+  target's and proposers' ``use``); ``calibrate(engine, mode)`` is measure + decide + apply with the
+  cache: mode ``"auto"`` reads the cache (or measures and writes it; a cache whose plain step is
+  clearly slower than a quick re-measurement now was taken under load and is measured again:
+  ``stale``), ``"recalibrate"`` measures and rewrites it, ``"off"`` installs nothing (stock
+  everywhere). Returns a ``Calibration``.
 - The cache: one JSON file per key in ``cache_dir()`` (``$SPECDEC_CACHE``, else
   ``$XDG_CACHE_HOME/specdec``, else ``~/.cache/specdec``); the key hashes the CPU model and count,
   the torch version and the engine's shapes (``key_fields``), so a torch upgrade or other models
@@ -39,7 +44,15 @@ import torch
 from . import packed as P
 
 MARGIN = 0.05  # a path must win by more than this fraction to replace the simpler one
-PATHS = {"draft": ("hf", "lean"), "eagle": ("reference", "fused")}  # (simpler, faster-looking)
+PATHS = {"target": ("hf", "lean"), "draft": ("hf", "lean"), "eagle": ("reference", "fused")}  # (simpler, other)
+STALE = 0.15  # a cache whose plain step is this much slower than a re-measurement now was taken under load
+
+
+def stale(cached_us: float | None, now_us: float, tolerance: float = STALE) -> bool:
+    """Whether cached timings were taken on a busier machine than this one is now: the plain step
+    re-measured now is faster than the cached figure by more than ``tolerance``. (A machine busier
+    now than then keeps the cache: the quiet measurement is the better one.)"""
+    return cached_us is not None and now_us < cached_us * (1 - tolerance)
 
 
 def shape_key(shape) -> str:
@@ -167,7 +180,7 @@ class Calibration:
 
 def _parts(engine) -> dict:
     """Proposers with more than one path: {part: proposer}."""
-    out = {}
+    out = {"target": engine.target} if len(engine.target.paths) > 1 else {}
     for name, part in (("draft", "draft"), ("eagle", "eagle")):
         prop = engine.proposers.get(name)
         if prop is not None and len(getattr(prop, "paths", ())) > 1:
@@ -176,7 +189,8 @@ def _parts(engine) -> dict:
 
 
 def _shapes(engine) -> set:
-    return P.shapes_in(engine.target.model) | P.shapes_in(list(engine.proposers.values()))
+    lean = P.shapes_in(engine.target.lean) if engine.target.lean is not None else set()
+    return P.shapes_in(engine.target.model) | lean | P.shapes_in(list(engine.proposers.values()))
 
 
 def apply(engine, choices: dict) -> None:
@@ -188,6 +202,17 @@ def apply(engine, choices: dict) -> None:
             prop.use(choices[part])
 
 
+def _stale(engine, timings: dict) -> bool:
+    """Re-measure the cached plain step (a few steps, ~0.1 s) and compare (``stale``)."""
+    from .calibrate_time import recheck
+
+    threads = decide(timings).get("threads")
+    path = timings.get("threads_on", "hf")
+    if threads is None or path not in engine.target.paths:
+        return True
+    return stale(timings["threads"].get(str(threads)), recheck(engine, path, threads))
+
+
 def calibrate(engine, mode: str = "auto") -> Calibration:
     if mode not in ("auto", "recalibrate", "off"):
         raise ValueError(f"calibration mode must be auto, recalibrate or off, got {mode!r}")
@@ -196,6 +221,8 @@ def calibrate(engine, mode: str = "auto") -> Calibration:
     t0 = time.perf_counter()
     fields = key_fields(engine)
     timings = read_cache(fields) if mode == "auto" else None
+    if timings is not None and _stale(engine, timings):
+        timings = None
     cached = timings is not None
     path = cache_path(fields)
     if timings is None:

@@ -3,8 +3,10 @@
 Contract: ``measure(engine, shapes, parts) -> dict`` returns the timings ``calibrate.decide``
 reads, in microseconds per call, keyed as documented there. Each comparison alternates its paths
 sample by sample and keeps the minimum of each (the least disturbed sample on a shared machine).
-It leaves the engine's caches empty and the thread count as it found it; the whole measurement is
-budgeted to a fraction of a second for the shipped models (``calibrate.Calibration.seconds``).
+The target's forwards are timed first and the thread counts on the faster one (``threads_on``);
+``recheck`` re-times that plain step for the cache's staleness test. It leaves the engine's caches
+empty and the thread count as it found it; the whole measurement is budgeted to a fraction of a
+second for the shipped models (``calibrate.Calibration.seconds``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,38 @@ def _target_step(engine) -> Callable[[], object]:
     return step
 
 
+def _target_paths(target, step) -> dict[str, float]:
+    """The plain step on each of the target's forwards (transformers' decoder, the lean one)."""
+    before = target.path
+
+    def on(path):
+        def fn():
+            target.use(path)
+            step()
+
+        return fn
+
+    try:
+        return _best({p: on(p) for p in target.paths}, calls=2)
+    finally:
+        target.use(before)
+
+
+def recheck(engine, path: str, threads: int) -> float:
+    """The plain step now (us, best of a few) on ``path`` with ``threads``: compared against the
+    cached figure, it tells a cache measured on a loaded machine (``calibrate.stale``)."""
+    target, before, was = engine.target, torch.get_num_threads(), engine.target.path
+    try:
+        torch.set_num_threads(threads)
+        target.use(path)
+        return _best({"t": _target_step(engine)}, calls=2, samples=3)["t"]
+    finally:
+        torch.set_num_threads(before)
+        target.use(was)
+        kv.truncate(target.cache, 0)
+        target.ids = []
+
+
 def thread_counts() -> list[int]:
     n, out = max(1, os.cpu_count() or 1), [1]
     while out[-1] * 2 <= n:
@@ -57,8 +91,8 @@ def thread_counts() -> list[int]:
     return out + ([n] if out[-1] != n else [])
 
 
-def _threads(engine) -> dict[str, float]:
-    step, before, out = _target_step(engine), torch.get_num_threads(), {}
+def _threads(engine, step) -> dict[str, float]:
+    before, out = torch.get_num_threads(), {}
     try:
         for n in thread_counts():
             torch.set_num_threads(n)
@@ -134,12 +168,17 @@ def _eagle(prop) -> dict[str, float]:
 
 @torch.inference_mode()
 def measure(engine, shapes, parts: dict) -> dict:
-    target = engine.target
-    out: dict = {"threads": _threads(engine)}
-    best = min(out["threads"], key=lambda n: out["threads"][n])
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(best))
+    target, before, was = engine.target, torch.get_num_threads(), engine.target.path
+    step = _target_step(engine)
+    out: dict = {"load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
     try:
+        if len(target.paths) > 1:  # the threads are timed on the faster forward
+            out["target"] = _target_paths(target, step)
+            target.use(min(out["target"], key=out["target"].get))
+        out["threads_on"] = target.path
+        out["threads"] = _threads(engine, step)
+        best = min(out["threads"], key=lambda n: out["threads"][n])
+        torch.set_num_threads(int(best))
         out["linear"] = _linears(shapes) if P.available(target.lm_head.weight) else {}
         if "draft" in parts:
             out["draft"] = _draft(parts["draft"])
@@ -147,6 +186,7 @@ def measure(engine, shapes, parts: dict) -> dict:
             out["eagle"] = _eagle(parts["eagle"])
     finally:
         torch.set_num_threads(before)
+        target.use(was)
         kv.truncate(target.cache, 0)
         target.ids = []
     return out

@@ -15,7 +15,9 @@ the lean draft (``LeanLlama``, every layer of a plain Llama) and EAGLE's draft l
 Contract:
 - ``inv_freq(head_dim, theta)`` and ``rope_table(inv_freq, n, reps, scale)``: the one rotary
   table of the project (Llama convention, cos/sin of cat(freqs, freqs)), tiled ``reps`` times.
-- ``FusedLayer(wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads, n_kv, eps)`` and
+- ``FusedLayer(wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads, n_kv, eps, fold_rope)``;
+  ``fold_rope=False`` keeps the QKV weight at its own size and rotates on the fly (the target's
+  choice: a memory-bound step pays per weight byte, calibration times both);
   ``layer(x, cos, sin, k, v, start, mask)``: x [T, H] at the positions whose tables are cos/sin
   [T, (n_heads + n_kv) hd]; keys/values go to ``k[:, start:start+T]``, ``v[...]`` ([n_kv, cap, hd]);
   attention covers slots [0, start + T) under ``mask`` (bool [T, start + T], None = all visible).
@@ -59,11 +61,13 @@ class FusedLayer:
     """One Llama decoder layer (pre-norm attention + SiLU-gated MLP) from its final weights."""
 
     @torch.no_grad()
-    def __init__(self, wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads: int, n_kv: int, eps: float) -> None:
+    def __init__(
+        self, wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads: int, n_kv: int, eps: float, fold_rope=True
+    ) -> None:
         self.H, self.KV, self.hd, self.eps = n_heads, n_kv, wq.shape[0] // n_heads, eps
-        hd = self.hd
-        qkv = torch.cat([wq, wk, rotate_rows(wq, n_heads, hd), rotate_rows(wk, n_kv, hd), wv])
-        self.qkv = P.Linear(qkv * ln1)
+        hd, self.fold_rope = self.hd, fold_rope
+        rot = [rotate_rows(wq, n_heads, hd), rotate_rows(wk, n_kv, hd)] if fold_rope else []
+        self.qkv = P.Linear(torch.cat([wq, wk, *rot, wv]) * ln1)
         self.o = P.Linear(wo)
         self.gate_up = P.Linear(torch.cat([w_gate, w_up]) * ln2)
         self.down = P.Linear(w_down)
@@ -72,9 +76,14 @@ class FusedLayer:
         T, H, KV, hd = x.shape[0], self.H, self.KV, self.hd
         D, end, n = (H + KV) * hd, start + T, (x.shape[-1],)
         y = self.qkv(F.rms_norm(x, n, None, self.eps))
-        qk = torch.addcmul(y[:, :D] * cos, y[:, D : 2 * D], sin)  # rotary embeddings, fused
+        if self.fold_rope:
+            qk, vv = torch.addcmul(y[:, :D] * cos, y[:, D : 2 * D], sin), y[:, 2 * D :]  # rotary, fused
+        else:  # rotate_half on the fly: a smaller weight, for a step that streams it from memory
+            h = y[:, :D].view(T, H + KV, 2, hd // 2)
+            qk = torch.addcmul(y[:, :D] * cos, torch.cat([-h[:, :, 1], h[:, :, 0]], -1).view(T, D), sin)
+            vv = y[:, D:]
         k[:, start:end] = qk[:, H * hd :].view(T, KV, hd).transpose(0, 1)
-        v[:, start:end] = y[:, 2 * D :].view(T, KV, hd).transpose(0, 1)
+        v[:, start:end] = vv.view(T, KV, hd).transpose(0, 1)
         q = qk[:, : H * hd].view(T, H, hd).transpose(0, 1)
         att = F.scaled_dot_product_attention(
             q[None], k[None, :, :end], v[None, :, :end], attn_mask=mask, enable_gqa=KV != H

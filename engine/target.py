@@ -9,6 +9,9 @@ row 0 after the pending token and row i+1 after draft node i.
 ``hidden`` is the last hidden state (the LM head's input) at every position of ``ids``, kept in
 step with the cache: what Medusa and EAGLE draft from.
 ``prefill`` reuses the longest common prefix of the cache with the new token list.
+``paths`` are the forwards this target can run ("hf": transformers' decoder; "lean": the fused
+layers of ``engine/lean_target.py``, plain float32 Llama models only); ``use(path)`` picks one
+(calibration does, by timing both); both write the same cache, so a switch keeps it valid.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from . import cache as kv
+from .lean_target import LeanTarget
 from .packed import Linear, pack_linears, packed_scope
 from .seq import resync
 from .tree import Draft, position_ids, tree_attention_mask
@@ -40,7 +44,18 @@ class Target:
         self._pending = -1
         self._hidden: torch.Tensor | None = None  # [capacity, H]; rows [0, len(ids)) are valid
         self._scored_hidden: torch.Tensor | None = None
+        self.lean = LeanTarget(model) if _lean_ok(model) else None
+        self.path = "hf"
         self.vocab = vocab  # padded LM heads (e.g. Qwen 7B vs 0.5B) are cut to the shared vocabulary
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return ("hf", "lean") if self.lean is not None else ("hf",)
+
+    def use(self, path: str) -> None:
+        if path not in self.paths:
+            raise ValueError(f"target path {path!r} not available here: {', '.join(self.paths)}")
+        self.path = path
 
     @property
     def hidden(self) -> torch.Tensor | None:
@@ -58,6 +73,8 @@ class Target:
         self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None
     ) -> torch.Tensor:
         x = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)
+        if self.path == "lean":
+            return self.lean.hidden(self.cache, x[0], positions.to(self.device), mask)
         with packed_scope():
             out = self.decoder(
                 input_ids=x,
@@ -112,3 +129,8 @@ class Target:
         self.ids.append(self._pending)
         self.ids.extend(int(draft.tokens[i]) for i in path)
         self._scored = self._scored_hidden = None
+
+
+def _lean_ok(model: torch.nn.Module) -> bool:
+    w = model.get_output_embeddings().weight
+    return LeanTarget.supports(model) and w.dtype == torch.float32 and w.device.type == "cpu"

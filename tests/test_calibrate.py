@@ -42,6 +42,33 @@ def test_decide_paths_tie_to_the_simpler_one() -> None:
     t = {"draft": {"hf": 1000.0, "lean": 1500.0}, "eagle": {"fused": 1000.0, "reference": 2050.0}}
     assert C.decide(t) == {"linear": {}, "draft": "hf", "eagle": "fused"}
     assert C.decide({"draft": {"hf": 5.0}})["draft"] == "hf"  # one path only
+    assert C.decide({"target": {"hf": 8000.0, "lean": 5000.0}})["target"] == "lean"
+    assert C.decide({"target": {"hf": 8000.0, "lean": 7800.0}})["target"] == "hf"  # inside 5%
+
+
+def test_a_cache_taken_under_load_is_stale() -> None:
+    assert C.stale(11_170.0, 7_770.0)  # cached while other processes ran, quiet now: measure again
+    assert not C.stale(7_900.0, 7_770.0)  # the same machine state: keep it
+    assert not C.stale(7_770.0, 11_170.0)  # busier now than then: the quiet figures are better
+    assert not C.stale(None, 7_770.0)
+    assert C.stale(10.0, 8.0, tolerance=0.1) and not C.stale(10.0, 8.0, tolerance=0.3)
+
+
+def test_calibrate_measures_again_when_the_cache_was_taken_under_load(engine, tmp_path, monkeypatch) -> None:
+    from engine import calibrate_time
+
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
+    first = C.calibrate(engine, "recalibrate")
+    step = first.timings["threads"][str(first.choices["threads"])]
+    rechecked = []
+    monkeypatch.setattr(calibrate_time, "recheck", lambda e, path, n: rechecked.append((path, n)) or step / 2)
+    assert not C.calibrate(engine, "auto").cached  # the machine is now twice as fast as the cache says
+    assert rechecked == [(first.timings["threads_on"], first.choices["threads"])]
+    cached_step = lambda n: C.read_cache(C.key_fields(engine))["threads"][str(n)]
+    monkeypatch.setattr(calibrate_time, "recheck", lambda e, path, n: cached_step(n) * 1.02)
+    assert C.calibrate(engine, "auto").cached
+    monkeypatch.setattr(calibrate_time, "recheck", lambda e, path, n: cached_step(n) * 3)
+    assert C.calibrate(engine, "auto").cached  # busier now: the cached quiet figures stand
 
 
 def test_cache_round_trip_and_invalidation(tmp_path, monkeypatch) -> None:
@@ -75,9 +102,9 @@ def test_calibrate_caches_and_a_torch_change_measures_again(engine, tmp_path, mo
     assert "calibration" in again.summary() and "threads" in again.summary()
 
 
-def _forced(engine, packed: bool, draft: str, eagle: str) -> dict:
+def _forced(engine, packed: bool, draft: str, eagle: str, target: str) -> dict:
     shapes = {C.shape_key(s): [packed] * len(P.PROBE_ROWS) for s in C._shapes(engine)}
-    return {"linear": shapes, "draft": draft, "eagle": eagle}
+    return {"linear": shapes, "draft": draft, "eagle": eagle, "target": target}
 
 
 def test_every_forced_path_gives_the_same_tokens(engine, prompts) -> None:
@@ -85,11 +112,12 @@ def test_every_forced_path_gives_the_same_tokens(engine, prompts) -> None:
     spec = lambda m: GenerateSpec(method=m, max_new_tokens=24, sampling=SamplingParams(temperature=0.0))
     want = engine.generate(prompts[0], spec("none")).tokens
     try:
-        for packed, draft, eagle in ((True, "lean", "fused"), (False, "hf", "reference"), (True, "hf", "reference")):
+        paths = ((True, "lean", "fused", "lean"), (False, "hf", "reference", "hf"), (True, "hf", "reference", "lean"))
+        for packed, draft, eagle, target in paths:
             P.clear_plan()
-            C.apply(engine, _forced(engine, packed, draft, eagle))
+            C.apply(engine, _forced(engine, packed, draft, eagle, target))
             for m in engine.methods:
-                assert engine.generate(prompts[0], spec(m)).tokens == want, (m, packed, draft, eagle)
+                assert engine.generate(prompts[0], spec(m)).tokens == want, (m, packed, draft, eagle, target)
     finally:
         P.clear_plan()
         P.set_plan(saved)

@@ -9,32 +9,7 @@ loads the models, prints the table and optionally writes the JSON. A prompt file
 has a line that is not a JSON object with a non-empty "prompt" string, or holds no prompt raises
 ``PromptFileError`` (a ``ConfigError``) naming the file and line.
 
-Metrics (the design guide's definitions; sums over all prompts, never averages of ratios):
-- tokens/s: generated tokens / wall seconds of the whole generate call (prefill included), for our
-  rows and the HF rows alike. ``tokens_per_s`` = sum tokens / sum seconds (aggregate);
-  ``tokens_per_s_median`` = median over prompts of the per-prompt rate.
-- speedup = tokens_per_s / tokens_per_s of ``none``; ``speedup_median`` = median over prompts of
-  the per-prompt ratio. ``speedup_vs_fastest_plain`` = tokens_per_s / that of ``fastest_plain``,
-  the faster of ``none`` and ``hf_greedy`` (when run): the headline figure.
-- tau = emitted / target forwards; alpha = accepted / drafted; alpha_i = accepted_at[i] /
-  drafted_at[i]; conditional alpha_i = accepted_at[i] / tested_at[i] (the i.i.d. theory's alpha).
-- identical = prompts whose tokens equal ``none``'s (temperature 0: every exact method must).
-
-Cost model and prediction, all from the step timings of this run:
-- target_ms = median ``score`` ms of ``none``'s steps (one 1-token target forward).
-- draft_ms_per_token = median over drafting steps of ``propose`` ms / draft size.
-- draft rows:  c = draft_ms_per_token / target_ms (one draft forward per drafted token);
-  lookup rows: c = median ``propose`` ms per step / target_ms (no model: the cost is per step).
-  medusa / eagle rows (trees): c as for lookup (one head pass per step); ``tree_nodes`` = mean
-  nodes per step; ``accept_rate_per_depth`` a_d = P(a node at depth d accepted | depth d tested);
-  E = the measured tau (no closed form for a tree), so "predicted" checks the cost model only.
-- alpha_cond = sum accepted_at / sum tested_at; k_mean = drafted / steps (mean k actually drafted).
-- r_score = median ``score`` ms of the row / target_ms: verifying k+1 tokens costs more than one.
-- ``predicted_speedup_iid`` = E / (k_mean c + 1)       (lookup: E / (c + 1))
-  ``predicted_speedup``     = E / (k_mean c + r_score) (lookup: E / (c + r_score))
-  with E = expected_tokens(alpha_cond, k_mean) = (1 - alpha^(k+1)) / (1 - alpha) of engine.theory.
-  The gap between predicted and measured speedup is what the i.i.d. model leaves out: the verify
-  step, Python overhead and the draft's cache resynchronisation.
+Metrics and the cost model: ``tools/bench_metrics.py`` (its docstring defines every figure).
 """
 
 from __future__ import annotations
@@ -50,12 +25,9 @@ from pathlib import Path
 
 from engine.calibrate import cpu_name
 from engine.config import ConfigError, GenerateSpec, SamplingParams
-from engine.events import Stats
 from engine.methods import METHODS
-from engine.theory import expected_tokens
 
-TREE_METHODS = tuple(n for n, m in METHODS.items() if m.tree)  # their cost is per step, not per token
-PER_STEP_COST = tuple(n for n, m in METHODS.items() if m.deterministic and m.drafts != "nothing")
+from .bench_metrics import cost_model, fastest_plain, throughput
 
 
 class PromptFileError(ConfigError):
@@ -69,7 +41,7 @@ class Row:
     k: int | str | None = None
 
 
-def load_prompts(path: Path | str, limit: int | None = None) -> list[str]:
+def load_prompts(path: Path | str, limit: int | None = None, offset: int = 0) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise PromptFileError(f'prompt file not found: {path} (one JSON object per line with a "prompt" string)')
@@ -86,6 +58,7 @@ def load_prompts(path: Path | str, limit: int | None = None) -> list[str]:
         prompts.append(obj["prompt"])
     if not prompts:
         raise PromptFileError(f"{path} holds no prompts")
+    prompts = prompts[offset:]  # a slice of the file, for runs merged by tools/bench_merge.py
     return prompts[:limit] if limit else prompts
 
 
@@ -199,11 +172,11 @@ def run_bench(
     base = [reps[0][0] for reps in runs["none"]]
     none_steps = [ev for reps in runs["none"] for _, _, res in reps for ev in res.events]
     target_ms = _median([ev.timings_ms["score"] for ev in none_steps if ev.draft_size == 0])
-    summary = {name: _throughput(runs[name], runs["none"], base) for name in names}
+    summary = {name: throughput(runs[name], runs["none"], base) for name in names}
     methods = {}
     for r in rows:
         d = summary[r.name]
-        d.update(_cost_model(r, runs[r.name], target_ms), k=r.k)
+        d.update(cost_model(r, runs[r.name], target_ms), k=r.k)
         methods[r.name] = d
     hf_out = {name: dict(summary[name], settings=settings) for name, (_, settings) in hf.items()}
     fastest = fastest_plain(methods, hf_out)
@@ -233,100 +206,13 @@ def run_bench(
     return {"config": config, "methods": methods, "hf": hf_out, "fastest_plain": fastest}
 
 
-def fastest_plain(methods: dict, hf: dict) -> dict:
-    """The faster of our ``none`` and transformers' greedy ``generate`` (when run): the plain
-    decoding a user would otherwise run, and the honest baseline of every speedup."""
-    plain = {"none": methods["none"]}
-    if "hf_greedy" in hf:
-        plain["hf_greedy"] = hf["hf_greedy"]
-    name = max(plain, key=lambda n: plain[n]["tokens_per_s"] or 0.0)
-    return {"name": name, "tokens_per_s": plain[name]["tokens_per_s"]}
-
-
-def _throughput(reps_by_prompt, none_by_prompt, base) -> dict:
-    tokens = sum(len(t) for reps in reps_by_prompt for t, _, _ in reps)
-    seconds = sum(dt for reps in reps_by_prompt for _, dt, _ in reps)
-    none_tokens = sum(len(t) for reps in none_by_prompt for t, _, _ in reps)
-    none_seconds = sum(dt for reps in none_by_prompt for _, dt, _ in reps)
-    per_prompt = [_median([len(t) / dt for t, dt, _ in reps]) for reps in reps_by_prompt]
-    per_none = [_median([len(t) / dt for t, dt, _ in reps]) for reps in none_by_prompt]
-    tps, tps_none = _ratio(tokens, seconds), _ratio(none_tokens, none_seconds)
-    return {
-        "tokens_per_s": tps,
-        "tokens_per_s_median": _median(per_prompt),
-        "speedup": _ratio(tps, tps_none),
-        "speedup_median": _median([a / b for a, b in zip(per_prompt, per_none) if b]),
-        "identical": sum(all(t == b for t, _, _ in reps) for reps, b in zip(reps_by_prompt, base)),
-        "n_prompts": len(reps_by_prompt),
-        "total_tokens": tokens,
-        "total_s": seconds,
-    }
-
-
-def _cost_model(row: Row, reps_by_prompt, target_ms: float | None) -> dict:
-    results = [res for reps in reps_by_prompt for _, _, res in reps]
-    st = Stats.total([res.stats for res in results])
-    steps = [ev for res in results for ev in res.events]
-    drafting = [ev for ev in steps if ev.draft_size > 0]
-    out = {
-        "tau": st.tau,
-        "alpha": st.alpha,
-        "alpha_per_position": st.alpha_per_position,
-        "conditional_alpha_per_position": st.conditional_alpha_per_position,
-        "target_ms": target_ms,
-        "draft_ms_per_token": _median([ev.timings_ms["propose"] / ev.draft_size for ev in drafting]),
-        "c": None,
-        "k_mean": st.drafted / st.steps if st.steps else None,
-        "r_score": _ratio(_median([ev.timings_ms["score"] for ev in steps]), target_ms),
-        "predicted_speedup": None,
-        "predicted_speedup_iid": None,
-        "auto_plain_steps": st.auto_plain,  # steps where auto k chose plain decoding
-    }
-    if row.method == "none":
-        out.update(predicted_speedup=1.0, predicted_speedup_iid=1.0, k_mean=0.0)
-        return out
-    if row.method in TREE_METHODS:
-        out.update(tree_nodes=out["k_mean"], accept_rate_per_depth=depth_acceptance(steps))
-    if row.method in PER_STEP_COST:
-        out["c"] = _ratio(_median([ev.timings_ms["propose"] for ev in steps]), target_ms)
-    else:
-        out["c"] = _ratio(out["draft_ms_per_token"], target_ms)
-    tested = sum(st.tested_at)
-    if not tested or out["c"] is None or out["r_score"] is None:
-        return out
-    k_mean = out["k_mean"]
-    e = expected_tokens(sum(st.accepted_at) / tested, k_mean)
-    if row.method in TREE_METHODS:  # no i.i.d. chain formula for a tree: use the measured tau
-        e = st.tau
-    cost = out["c"] if row.method in PER_STEP_COST else k_mean * out["c"]
-    out.update(predicted_speedup=e / (cost + out["r_score"]), predicted_speedup_iid=e / (cost + 1.0))
-    return out
-
-
-def depth_acceptance(events) -> list[float | None]:
-    """a_d = P(some node at depth d is accepted | the verifier tested depth d), over steps: for a
-    tree, the per-depth acceptance that multiplies into tau (alpha_i divides by every node drafted
-    at depth i, siblings included)."""
-    reached: list[int] = []
-    accepted: list[int] = []
-    for ev in events:
-        tested = {pc.position for pc in ev.pieces if pc.kind in ("accepted", "rejected")}
-        ok = {pc.position for pc in ev.pieces if pc.kind == "accepted"}
-        for d in tested:
-            while len(reached) < d:
-                reached.append(0)
-                accepted.append(0)
-            reached[d - 1] += 1
-            accepted[d - 1] += d in ok
-    return [a / r if r else None for a, r in zip(accepted, reached)]
-
-
 def main(args) -> int:
     from app.args import load_engine
 
     from .bench_table import format_table
 
-    prompts = load_prompts(args.prompts, args.limit)
+    offset = getattr(args, "offset", 0) or 0
+    prompts = load_prompts(args.prompts, args.limit, offset)
     engine = load_engine(args)
     methods = args.methods or list(engine.methods)
     missing = [m for m in methods if m not in engine.methods]
@@ -354,6 +240,7 @@ def main(args) -> int:
         result = run_bench(*bench_args, *hf_args, progress=not args.no_progress)
         result["config"]["contention"] = None
     result["config"]["prompts"] = str(args.prompts)
+    result["config"]["offset"] = offset
     print(format_table(result))
     cal = result["config"].get("calibration")
     if cal is not None:

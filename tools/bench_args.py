@@ -94,6 +94,13 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     )
     w.add_argument("--limit", type=_positive, default=None, metavar="N", help="use only the first N prompts")
     w.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        metavar="A",
+        help="skip the first A prompts (run slices, merge them: python -m tools.bench_merge OUT IN...)",
+    )
+    w.add_argument(
         "--concurrency",
         type=lambda v: [_positive(x) for x in v.split(",")],
         default=None,

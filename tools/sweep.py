@@ -28,7 +28,7 @@ import dataclasses
 import statistics
 
 from engine.theory import expected_tokens, expected_tokens_mixture
-from tools.bench import PER_STEP_COST
+from tools.bench_metrics import PER_STEP_COST
 
 COLOURS = {"draft": "#1f77b4", "lookup": "#d62728", "medusa": "#2ca02c", "eagle": "#9467bd"}
 

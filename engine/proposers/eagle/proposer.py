@@ -23,6 +23,9 @@ prefix on every call (no commit or rollback hooks). ``propose(ctx)``:
    node relative to a decoding step (0 = always the full budget); a frontier whose best value is
    below it is not expanded further.
 
+With k = "auto" a step is plain whenever the measured rates say the tree does not pay
+(``proposers/fallback.py``; ``chose_plain`` feeds ``Stats.auto_plain``).
+
 The draft is deterministic (q = None): tokens are a function of the committed text only, so the
 shared verifier keeps the target's distribution exactly at every temperature.
 """
@@ -38,6 +41,7 @@ from ... import packed as P
 from ...seq import resync
 from ...tree import Draft
 from ..base import Context
+from ..fallback import PlainFallback
 from .decode import EagleDecoder, EagleReference
 from .layer import EagleLayer
 
@@ -72,6 +76,7 @@ class Eagle:
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.expand_min = expand_min
         self.kv = self.decoder.new_kv(capacity)
+        self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
 
     @property
@@ -110,8 +115,19 @@ class Eagle:
         self.ids = list(tokens)
         return out[-1]
 
+    @property
+    def chose_plain(self) -> bool:
+        return self.fallback.chose_plain
+
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
+        if self.fallback.plain(ctx):
+            return Draft.empty()  # the layer's cache catches up by LCP at the next drafting step
+        draft = self._tree(ctx)
+        self.fallback.drafted(draft.n)
+        return draft
+
+    def _tree(self, ctx: Context) -> Draft:
         budget = min(self.nodes, ctx.budget, ctx.k_max or self.nodes)
         if budget <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()

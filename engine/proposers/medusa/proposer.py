@@ -7,6 +7,8 @@ by ``specdec train medusa`` from held-out accuracies, a hand-written list loads 
 token (``ctx.hidden[-1]``), takes each head's top-R tokens, and returns the tree with node
 ``(r_1, ..., r_d)`` holding head d's rank-r_d token, cut to the first ``budget`` nodes in tree
 order (depth, then rank: still a valid tree), and to ``ctx.k_max`` nodes when the request sets k.
+With k = "auto" a step is plain whenever the measured rates say the tree does not pay
+(``proposers/fallback.py``; ``chose_plain`` feeds ``Stats.auto_plain``).
 The draft is deterministic (q = None), so the
 shared verifier accepts exactly and the output is the target's distribution at every
 temperature; the tokens never depend on the verifier's random numbers. Decoding reads the heads'
@@ -24,6 +26,7 @@ import torch.nn.functional as F
 from ... import packed as P
 from ...tree import Draft
 from ..base import Context
+from ..fallback import PlainFallback
 from .heads import MedusaHeads
 from .paths import load_paths, tree_order
 
@@ -38,6 +41,7 @@ class Medusa:
         # decoding reads snapshots of the weights, each linear on its cheaper path (packed.Linear)
         self._pairs = [(P.Linear(b.weight, b.bias), P.Linear(p.weight)) for b, p in zip(heads.block, heads.proj)]
         self.vocab = vocab
+        self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
         self.set_paths(paths)
 
     @classmethod
@@ -63,8 +67,19 @@ class Medusa:
     def n_nodes(self) -> int:
         return len(self.paths)
 
+    @property
+    def chose_plain(self) -> bool:
+        return self.fallback.chose_plain
+
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
+        if self.fallback.plain(ctx):
+            return Draft.empty()
+        draft = self._tree(ctx)
+        self.fallback.drafted(draft.n)
+        return draft
+
+    def _tree(self, ctx: Context) -> Draft:
         n = min(self.n_nodes, ctx.budget, ctx.k_max or self.n_nodes)
         if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
