@@ -15,6 +15,7 @@ import pytest
 from engine.backend import Busy, Request
 from engine.batch import BatchBackend
 from engine.config import GenerateSpec, SamplingParams
+from tests.seeded import fixed_k
 
 MIXED = ("none", "lookup", "draft", "medusa", "eagle", "none", "lookup", "draft")
 
@@ -41,12 +42,9 @@ def _idle(b: BatchBackend) -> None:
 
 def test_mixed_batch_equals_each_solo_run(engine, batch, prompts):
     """Mixed methods, prompt lengths, max_new_tokens, greedy and seeded sampling, in one batch.
-    The draft model's k is fixed: its k = "auto" follows measured timings, so its seeded samples
+    k is fixed for draft, medusa and eagle: their k = "auto" follows measured timings, so seeded samples
     are not reproducible even solo (docs/batching.md)."""
-    specs = [
-        _spec(m, 10 + 3 * i, 0.0 if i % 2 == 0 else 0.9, seed=i, k=3 if m == "draft" else "auto")
-        for i, m in enumerate(MIXED)
-    ]
+    specs = [_spec(m, 10 + 3 * i, 0.0 if i % 2 == 0 else 0.9, seed=i, k=fixed_k(m)) for i, m in enumerate(MIXED)]
     chosen = prompts[:8]
     solo = [engine.generate(p, s).tokens for p, s in zip(chosen, specs)]
     handles = [batch.submit(Request(p, s)) for p, s in zip(chosen, specs)]

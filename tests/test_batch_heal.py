@@ -10,6 +10,7 @@ from engine import healing
 from engine.backend import Request
 from engine.batch import BatchBackend
 from engine.config import ConfigError, GenerateSpec, SamplingParams
+from tests.seeded import fixed_k
 
 
 def _tokens(handle) -> list[int]:
@@ -24,9 +25,7 @@ def test_healed_rows_in_a_batch_equal_their_solo_runs(engine, prompts):
         heal = text[cut:] if i != 5 else None
         sp = SamplingParams(0.0 if i % 3 else 0.8, seed=i)
         method = ("none", "lookup", "medusa", "draft", "eagle", "none")[i]
-        spec = GenerateSpec(
-            method=method, max_new_tokens=10, sampling=sp, heal=heal, k=2 if method == "draft" else "auto"
-        )
+        spec = GenerateSpec(method=method, max_new_tokens=10, sampling=sp, heal=heal, k=fixed_k(method, 2))
         reqs.append((text[:cut] if heal else text, spec))
     assert BatchBackend.capabilities.heal
     solo = [engine.generate(p, s).tokens for p, s in reqs]

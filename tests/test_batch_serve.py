@@ -14,6 +14,7 @@ from websockets.asyncio.client import connect as aconnect
 from app.ws_protocol import Limits
 from app.ws_server import ServerConfig, StreamServer
 from engine.batch import BatchBackend
+from tests.seeded import fixed_k
 from tests.serve_helpers import GOOD_ORIGIN, TIMEOUT_S, TOKEN, ServerThread, check_stream
 from tests.test_serve import solo
 
@@ -61,7 +62,7 @@ def test_eight_concurrent_clients_each_get_their_solo_stream_in_shared_forwards(
     requests = [
         (
             prompts[(17 + 3 * i) % len(prompts)][-300:],
-            {"method": m, "max_new_tokens": 24 + 4 * i, "k": 3 if m == "draft" else "auto"},
+            {"method": m, "max_new_tokens": 24 + 4 * i, "k": fixed_k(m)},
         )
         for i, m in enumerate(METHODS)
     ]

@@ -1,0 +1,14 @@
+"""Fixed k per method for tests that compare seeded samples between two runs.
+
+Why: with ``k = "auto"`` the draft model's cap and Medusa/EAGLE's plain-step fallback follow
+measured timings (engine/proposers/draft.py, engine/proposers/fallback.py), so which random
+numbers a request draws, and so its seeded samples, depend on the machine's speed at that moment.
+Greedy tokens never do. A fixed k makes seeded runs reproducible; lookup's auto cap is a constant.
+"""
+
+FIXED_K = {"draft": 3, "medusa": 16, "eagle": 16}
+
+
+def fixed_k(method: str, draft_k: int = 3) -> int | str:
+    """The k a reproducible seeded test gives ``method`` (``draft_k`` for the draft model)."""
+    return draft_k if method == "draft" else FIXED_K.get(method, "auto")
