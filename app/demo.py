@@ -22,11 +22,13 @@ from engine.config import K_MAX
 from engine.loading import ASSETS
 from engine.methods import GENERATE_ORDER, METHODS, preferred
 
+from . import demo_charts as C
 from . import demo_docs as D
 from . import demo_page as PAGE
 from . import demo_race as RC
 from . import demo_render as R
 from . import demo_stats as S
+from . import demo_stream as ST
 from .demo_about import TEACHING, about_panel
 from .demo_backend import backend_note
 from .demo_handlers import Handlers
@@ -88,50 +90,15 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
     gr.HTML(R.legend_html())
     with gr.Row(equal_height=False):  # side by side on a projector, stacked on a phone
         with gr.Column(scale=3, min_width=320):
-            tokens = gr.HTML(R.transcript_html(R.Transcript()), elem_id="sd-tokens", js_on_load=None)
+            tokens = ST.stream_box(ST.stream_value(R.Transcript(), "", "idle"), "sd-tokens")
         with gr.Column(scale=2, min_width=280):
             stats = gr.HTML(R.stats_html(None) + S.position_counts(None), elem_id="sd-stats", js_on_load=None)
-    t0 = R.Transcript()
-    with gr.Row():
-        accept = gr.BarPlot(
-            S.step_frame(t0),
-            x="step",
-            y="tokens",
-            color="series",
-            title="drafted tokens per step",
-            color_map=S.SERIES_COLOURS,
-            height=240,
-            elem_id="sd-accept-plot",
-        )
-        alpha = gr.LinePlot(
-            R.alpha_frame(t0),
-            x="step",
-            y="alpha",
-            color="series",
-            color_map=S.ALPHA_COLOURS,
-            title="running alpha (accepted / drafted)",
-            y_lim=[0, 1],
-            height=240,
-            elem_id="sd-alpha-plot",
-        )
-        position = gr.BarPlot(
-            S.position_frame(None),
-            x="position",
-            y="alpha_i",
-            color="series",
-            color_map=S.ALPHA_COLOURS,
-            y_lim=[0, 1],
-            tooltip="all",
-            title="conditional alpha_i (accepted / tested)",
-            x_title="draft position (depth)",
-            height=240,
-            elem_id="sd-position-plot",
-        )
+    charts = gr.HTML(C.charts_html(R.Transcript()), elem_id="sd-charts")  # inline SVG: cheap to redraw
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session]
     run.click(h.arm, [session], None, queue=False, api_visibility="private").then(
         h.generate,
         inputs,
-        [tokens, stats, accept, alpha, position],
+        [tokens, stats, charts],
         api_name="ui_generate",
         api_visibility="private",
         show_progress="minimal",
@@ -155,8 +122,8 @@ def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
         stop = gr.Button("Stop", variant="stop", scale=1)
     verdict = gr.Markdown(elem_id="sd-race-verdict")
     with gr.Row(equal_height=False):
-        left = gr.HTML("<h4>baseline (none)</h4>", elem_id="sd-race-left")
-        right = gr.HTML("<h4>method</h4>", elem_id="sd-race-right")
+        left = ST.stream_box(ST.stream_value(R.Transcript(), "", "idle", "<h4>baseline (none)</h4>"), "sd-race-left")
+        right = ST.stream_box(ST.stream_value(R.Transcript(), "", "idle", "<h4>method</h4>"), "sd-race-right")
     inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], repeats, session]
     go.click(h.arm, [session], None, queue=False, api_visibility="private").then(
         h.race,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -22,14 +21,15 @@ import gradio as gr
 from engine.backend import Busy
 from engine.config import ConfigError, GenerateSpec, SamplingParams
 
+from . import demo_charts as C
 from . import demo_race as RC
 from . import demo_render as R
 from . import demo_stats as S
+from . import demo_stream as ST
 from . import demo_teach as T
 from .demo_runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
 
 RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run keeps the page responsive
-PLOT_INTERVAL_S = 3.0  # the plots, the costliest to redraw (measured), at most every 3 s while streaming
 
 
 log = logging.getLogger("specdec.demo")
@@ -51,13 +51,11 @@ class Handlers:
         self.backend = backend
 
     # -- Generate ------------------------------------------------------------------------------
-    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec, plots: bool = True) -> tuple:
-        """The Generate view's outputs; ``plots=False`` leaves the three plots as they are (re-drawing
-        them is the page's most expensive update, so while streaming they follow at most once per
-        ``PLOT_INTERVAL_S``)."""
+    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec, run: str) -> tuple:
+        """The Generate view's outputs: the stream (appended to in the page, app/demo_stream.py), the
+        live numbers, and the charts (small inline SVG, app/demo_charts.py)."""
         note = S.method_note(spec.method, spec.k, spec.confidence, t) + S.position_counts(t.stats)
-        frames = (S.step_frame(t), R.alpha_frame(t), S.position_frame(t.stats)) if plots else (gr.skip(),) * 3
-        return (R.transcript_html(t, status), R.stats_html(t.stats) + note, *frames)
+        return ST.stream_value(t, status, run), R.stats_html(t.stats) + note, C.charts_html(t)
 
     def generate(
         self,
@@ -75,19 +73,17 @@ class Handlers:
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise _page_error(e) from None
-        t = R.Transcript(prompt=prompt)
-        yield self._views(t, f"running {method} ...", spec)
+        t, name = R.Transcript(prompt=prompt), ST.new_run()
+        yield self._views(t, f"running {method} ...", spec, name)
         run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
-        plotted = 0.0
         try:
             for batch in run.batches():
                 t.extend(batch)
                 if t.steps:
-                    now = time.monotonic()
-                    plots, plotted = (True, now) if now - plotted >= PLOT_INTERVAL_S else (False, plotted)
-                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec, plots)
+                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec, name)
                 else:  # the backend holds it until the request before it ends; Stop still acts
-                    yield self._views(t, f"{method}: waiting in the engine's queue (another request is decoding)", spec)
+                    queued = f"{method}: waiting in the engine's queue (another request is decoding)"
+                    yield self._views(t, queued, spec, name)
         except (ConfigError, Busy) as e:
             raise _page_error(e) from None
         s = t.stats
@@ -102,7 +98,7 @@ class Handlers:
             )
         )
         end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
-        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens", spec)
+        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens", spec, name)
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
@@ -168,21 +164,23 @@ class Handlers:
         label = f"{method}, k={spec.k}"
         tps: dict[str, list[float]] = {"base": [], "method": []}
         live = {"base": R.Transcript(prompt=prompt), "method": R.Transcript(prompt=prompt)}
+        names = {"base": ST.new_run(), "method": ST.new_run()}  # a new stream per run of a side
         done: dict[str, R.Transcript] = {}
         repeats = max(1, min(RC.MAX_REPEATS, int(repeats or RC.DEFAULT_REPEATS)))
-        yield (*self._race_cols(live, tps, label), "warming up ...")
+        yield (*self._race_cols(live, names, tps, label), "warming up ...")
         for sp in (base, spec):  # untimed: first calls pay for allocations the timed runs should not
             run_to_end(self.backend, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
         for r, side in RC.race_plan(repeats):
             if session.stop.is_set():
                 break
             t = live[side] = R.Transcript(prompt=prompt)
+            names[side] = ST.new_run()
             run = Run(self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1)
             note = f"run {r + 1}/{repeats}: {'none' if side == 'base' else label} ..."
             try:
                 for batch in run.batches():
                     t.extend(batch)
-                    yield (*self._race_cols(live, tps, label), note)
+                    yield (*self._race_cols(live, names, tps, label), note)
             except (ConfigError, Busy) as e:
                 raise _page_error(e) from None
             if run.stopped_early or t.stats is None or not t.stats.tokens_per_s:
@@ -191,11 +189,12 @@ class Handlers:
             done[side] = t
         ups = RC.speedups(tps["base"], tps["method"])
         if not ups:
-            yield (*self._race_cols(live, tps, label), "stopped by you")
+            yield (*self._race_cols(live, names, tps, label), "stopped by you")
             return
-        yield (*self._race_cols(live, tps, label), self._race_summary(done, tps, ups, spec, session))
+        yield (*self._race_cols(live, names, tps, label), self._race_summary(done, tps, ups, spec, session))
 
-    def _race_cols(self, live: dict[str, R.Transcript], tps: dict[str, list[float]], label: str) -> tuple[str, str]:
+    def _race_cols(self, live: dict[str, R.Transcript], names: dict[str, str], tps: dict[str, list[float]], label: str):
+        """The two sides' stream values (app/demo_stream.py), the side's title and timing as head."""
         cols = []
         for side, name in (("base", "baseline (none)"), ("method", label)):
             t, runs = live[side], tps[side]
@@ -209,7 +208,7 @@ class Handlers:
             st = t.stats
             tau, alpha = R._num(st and st.tau, ".2f"), R._num(st and st.alpha, ".2f")
             meta = f'<div class="sd-race-meta" data-runs="{len(runs)}">{speed} · tau {tau} · alpha {alpha}</div>'
-            cols.append(f"<h4>{name}</h4>{meta}{R.transcript_html(t)}")
+            cols.append(ST.stream_value(t, "", names[side], head=f"<h4>{name}</h4>{meta}"))
         return cols[0], cols[1]
 
     def _race_summary(self, done, tps, ups: list[float], spec: GenerateSpec, session: DemoSession) -> str:

@@ -121,9 +121,11 @@ class Transcript:
     stop: str | None = None
     timings_ms: dict[str, float] = field(default_factory=lambda: {"propose": 0.0, "score": 0.0, "verify": 0.0})
     batch_rows: int | None = None  # requests that shared the last step's forward (a batching backend)
+    _spans: list[str] = field(default_factory=list, repr=False, compare=False)  # piece_span of each piece
 
     def add(self, event: StepEvent) -> None:
         self.pieces.extend(event.pieces)
+        self._spans.extend(piece_span(pc) for pc in event.pieces)
         self.steps.append(
             StepRecord(
                 event.step,
@@ -145,6 +147,12 @@ class Transcript:
         for ev in events:
             self.add(ev)
         return self
+
+    def spans(self) -> str:
+        """Every piece's ``piece_span`` in order, rendered once per piece (as it arrived)."""
+        if len(self._spans) != len(self.pieces):  # pieces set by hand, not through add()
+            self._spans = [piece_span(pc) for pc in self.pieces]
+        return "".join(self._spans)
 
     @property
     def text(self) -> str:
@@ -169,7 +177,7 @@ def transcript_html(t: Transcript, status: str = "") -> str:
     prompt = (
         f'<span class="sd-prompt" style="opacity:.55">{html.escape(prompt_tail(t.prompt))}</span>' if t.prompt else ""
     )
-    body = "".join(piece_span(pc) for pc in t.pieces)
+    body = t.spans()
     if t.batch_rows:
         status = f"{status} · {batch_note(t.batch_rows)}" if status else batch_note(t.batch_rows)
     note = (

@@ -37,9 +37,14 @@ def status_has(page, pattern: str, timeout: float = 120_000) -> None:
 
 
 def set_max_new(page, n: int) -> None:
-    box = page.locator("#sd-max-new input[type=number]")
-    box.fill(str(n))
-    box.press("Enter")
+    set_number(page, "sd-max-new", n)
+
+
+def fill_prompt(page, text: str) -> None:
+    """Type the prompt and wait until the box holds it (a slow page may still be hydrating)."""
+    box = page.locator("#sd-prompt textarea")
+    box.fill(text)
+    page.wait_for_function("t => document.querySelector('#sd-prompt textarea').value === t", arg=text)
 
 
 def set_method(page, name: str) -> None:
@@ -51,10 +56,14 @@ def set_method(page, name: str) -> None:
 
 
 def set_number(page, elem_id: str, value) -> None:
-    """Type into the number box of a gradio Slider or Number with this elem_id."""
+    """Type into the number box of a gradio Slider or Number with this elem_id, and wait until the
+    box holds the value (conditions, not sleeps: the page may be slow on a loaded machine)."""
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
     box.press("Enter")
+    page.wait_for_function(
+        "([id, v]) => +document.querySelector('#' + id + ' input[type=number]').value === v", arg=[elem_id, value]
+    )
 
 
 def set_k(page, k: str) -> None:

@@ -1,9 +1,9 @@
 """The demo as a class would use it, in Debian's chromium driven by Playwright: several users at once,
 Stop in every state, the Race, the Teach view's links, step-through, the inspector, the layouts.
 
-Each test names the defect it guards against (issue 17). No timed assertions: where timing matters
-(long tasks on the main thread) the bound is the page's own responsiveness budget, measured by the
-browser's PerformanceObserver, not the speed of this machine.
+Each test names the defect it guards against (issue 17). No timed assertion on the engine's speed:
+where timing matters (long tasks on the main thread) the bound is the page's own responsiveness
+budget, measured by the browser's PerformanceObserver (see LONG_TASK_BOUND_MS).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.demo_helpers import (  # noqa: E402
     CHROMIUM_ARGS,
     LONGTASKS,
     STATUS,
+    fill_prompt,
     free_port,
     set_k,
     set_max_new,
@@ -70,13 +71,13 @@ def test_stop_while_queued_behind_another_user(browser, page_url, backend):
     ctx_a, a = _open(browser, page_url)
     ctx_b, b = _open(browser, page_url)
     try:
-        a.fill("#sd-prompt textarea", SHORT)
+        fill_prompt(a, SHORT)
         set_method(a, "none")  # the slowest: A holds the engine for several seconds
         set_max_new(a, 500)
         a.click("#sd-run")
         status_has(a, ": step")
         b.bring_to_front()
-        b.fill("#sd-prompt textarea", SHORT)
+        fill_prompt(b, SHORT)
         set_max_new(b, 300)
         b.click("#sd-run")
         status_has(b, "queue")  # B waits: A holds the engine
@@ -115,9 +116,11 @@ def test_every_theory_link_answers_and_the_proof_has_rendered_formulas(browser, 
 
 
 LONG_TASK_BOUND_MS = 100  # the issue's bound for main-thread blocking at a time
-# A timed bound is asserted only on request (the project never asserts speed in CI, where the
-# machine is shared): SPECDEC_BROWSER_BOUNDS=1 python -m pytest tests/test_demo_classroom.py -k responsive
-ASSERT_BOUNDS = os.environ.get("SPECDEC_BROWSER_BOUNDS") == "1"
+# Asserted by default: on this kind of machine (2 cores, the engine decoding in the same process) a
+# 505-token run had no long task at all, and its longest main-thread task was 35-64 ms (a browser
+# trace; docs/demo.md). SPECDEC_BROWSER_BOUNDS=0 only measures and prints, for a machine known to be
+# shared with other CPU-heavy work, where the browser's tasks stretch with the load.
+ASSERT_BOUNDS = os.environ.get("SPECDEC_BROWSER_BOUNDS", "1") != "0"
 
 
 def test_projector_layout_and_a_512_token_run_keeps_the_page_responsive(browser, page_url, tmp_path):
@@ -130,7 +133,10 @@ def test_projector_layout_and_a_512_token_run_keeps_the_page_responsive(browser,
     try:
         page.goto(page_url)
         page.wait_for_selector("#sd-run", timeout=120_000)
-        page.fill("#sd-prompt textarea", SHORT)
+        # the observer sees a task that blocks 150 ms: the measurement below can fail
+        page.evaluate("() => { const t = performance.now(); while (performance.now() - t < 150) {} }")
+        page.wait_for_function("() => window.sdLong.some(d => d >= 140)")
+        fill_prompt(page, SHORT)
         set_method(page, "none")
         set_max_new(page, 505)  # "import os\n" is a few tokens of the 512-token context
         page.evaluate("() => { window.sdLong.length = 0; }")
@@ -141,14 +147,14 @@ def test_projector_layout_and_a_512_token_run_keeps_the_page_responsive(browser,
             assert box["top"] >= 0 and box["bottom"] <= 900, (sel, box)
         assert page.evaluate("() => window.scrollY") == 0
         status_has(page, "done|stopped")
-        page.wait_for_timeout(1000)
+        page.wait_for_function("() => new Promise(r => requestAnimationFrame(() => setTimeout(() => r(true), 0)))")
         long_ms = page.evaluate("() => window.sdLong")
         tokens = page.locator("#sd-tokens span.sd-tok").count()
         print(
             f"512-token run: {tokens} tokens, {len(long_ms)} long tasks, max {max(long_ms, default=0):.0f} ms, "
             f"total {sum(long_ms):.0f} ms"
         )
-        assert tokens >= 400 and long_ms is not None  # the observer ran
+        assert tokens >= 400
         if ASSERT_BOUNDS:
             assert max(long_ms, default=0.0) < LONG_TASK_BOUND_MS, long_ms
     finally:
@@ -208,7 +214,7 @@ def test_step_through_shows_p_q_u_and_the_residual_of_the_step_event(browser, pa
     )
     ctx, page = _open(browser, page_url)
     try:
-        page.fill("#sd-prompt textarea", prompt)
+        fill_prompt(page, prompt)
         set_method(page, "draft")
         set_k(page, "4")
         set_number(page, "sd-temperature", 0.8)

@@ -161,18 +161,18 @@ def test_stop_ends_the_generation_between_steps(backend):
     h, session = Handlers(backend), DemoSession()
     updates = h.generate(PROMPT, "none", "auto", 0.0, 1.0, 512, 0, session)
     first = next(updates)
-    assert "running" in first[0]
+    assert "running" in first[0]["status"]  # the stream's value (app/demo_stream.py)
     h.stop(session)
     *_, last = updates
-    assert "stopped by you" in last[0] and wait_idle(backend)
-    assert last[0].count('data-kind="plain"') < 100
+    assert "stopped by you" in last[0]["status"] and wait_idle(backend)
+    assert last[0]["body"].count('data-kind="plain"') < 100 and last[0]["run"] == first[0]["run"]
 
 
 def test_race_at_temperature_zero_says_identical(backend):
     h, session = Handlers(backend), DemoSession()
     *_, (left, right, verdict) = h.race(PROMPT, "draft", "auto", 0.0, 1.0, 24, 0, 2, session)
     assert "identical, token for token (24 tokens)" in verdict and "speedup" in verdict
-    assert left.count("sd-race-meta") == 1 and 'data-kind="accepted"' in right
+    assert left["head"].count("sd-race-meta") == 1 and 'data-kind="accepted"' in right["body"]
     assert session.runs and session.runs[-1].speedup is not None
     fig, text = h.theory(0.7, 4, 0.1, session)
     assert any(tr.name == "your races (speedup)" for tr in fig.data)

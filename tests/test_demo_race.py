@@ -54,7 +54,8 @@ def test_race_handler_reports_median_spread_and_streams_both_sides(backend):
     left, right, verdict = updates[-1]
     assert "median of 3 paired runs" in verdict and "spread" in verdict
     assert "identical, token for token (24 tokens)" in verdict
-    assert 'data-runs="3"' in left and 'data-runs="3"' in right
+    assert 'data-runs="3"' in left["head"] and 'data-runs="3"' in right["head"]  # app/demo_stream values
+    assert left["run"] != right["run"] and 'data-kind="accepted"' in right["body"]
     live = [u for u in updates if "run 1/3" in u[2]]
     assert len(live) >= 2  # the first run streamed more than one update
     assert session.runs[-1].speedup is not None
