@@ -15,7 +15,8 @@ the lean draft (``LeanLlama``, every layer of a plain Llama) and EAGLE's draft l
 Contract:
 - ``inv_freq(head_dim, theta)`` and ``rope_table(inv_freq, n, reps, scale)``: the one rotary
   table of the project (Llama convention, cos/sin of cat(freqs, freqs)), tiled ``reps`` times.
-- ``FusedLayer(wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads, n_kv, eps, fold_rope)``;
+- ``FusedLayer(wq, wk, wv, wo, w_gate, w_up, w_down, ln1, ln2, n_heads, n_kv, eps, fold_rope)``
+  (``FusedLayer.of(layer, ...)`` from a transformers decoder layer);
   ``fold_rope=False`` keeps the QKV weight at its own size and rotates on the fly (the target's
   choice: a memory-bound step pays per weight byte, calibration times both);
   ``layer(x, cos, sin, k, v, start, mask)``: x [T, H] at the positions whose tables are cos/sin
@@ -72,6 +73,14 @@ class FusedLayer:
         self.gate_up = P.Linear(torch.cat([w_gate, w_up]) * ln2)
         self.down = P.Linear(w_down)
 
+    @classmethod
+    def of(cls, layer, n_heads: int, n_kv: int, eps: float, fold_rope: bool = True) -> FusedLayer:
+        """The fused body of a transformers Llama-style decoder layer (``self_attn``, ``mlp``, norms)."""
+        a, mlp = layer.self_attn, layer.mlp
+        w = (a.q_proj, a.k_proj, a.v_proj, a.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+        ln = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
+        return cls(*(m.weight for m in w), *ln, n_heads, n_kv, eps, fold_rope)
+
     def __call__(self, x, cos, sin, k, v, start: int, mask) -> torch.Tensor:
         T, H, KV, hd = x.shape[0], self.H, self.KV, self.hd
         D, end, n = (H + KV) * hd, start + T, (x.shape[-1],)
@@ -122,23 +131,7 @@ class LeanLlama:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
         self.eps = cfg.rms_norm_eps
         self.embed = m.embed_tokens.weight
-        self.layers = [
-            FusedLayer(
-                layer.self_attn.q_proj.weight,
-                layer.self_attn.k_proj.weight,
-                layer.self_attn.v_proj.weight,
-                layer.self_attn.o_proj.weight,
-                layer.mlp.gate_proj.weight,
-                layer.mlp.up_proj.weight,
-                layer.mlp.down_proj.weight,
-                layer.input_layernorm.weight,
-                layer.post_attention_layernorm.weight,
-                self.n_heads,
-                self.n_kv,
-                self.eps,
-            )
-            for layer in m.layers
-        ]
+        self.layers = [FusedLayer.of(layer, self.n_heads, self.n_kv, self.eps) for layer in m.layers]
         self.head = P.Linear(model.get_output_embeddings().weight * m.norm.weight)
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float().to(self.embed.device)

@@ -40,25 +40,7 @@ class LeanTarget:
         self.eps = cfg.rms_norm_eps
         self.embed = m.embed_tokens.weight
         self.norm = m.norm.weight
-        self.layers = [
-            FusedLayer(
-                a.q_proj.weight,
-                a.k_proj.weight,
-                a.v_proj.weight,
-                a.o_proj.weight,
-                layer.mlp.gate_proj.weight,
-                layer.mlp.up_proj.weight,
-                layer.mlp.down_proj.weight,
-                layer.input_layernorm.weight,
-                layer.post_attention_layernorm.weight,
-                self.n_heads,
-                self.n_kv,
-                self.eps,
-                fold_rope,
-            )
-            for layer in m.layers
-            for a in (layer.self_attn,)
-        ]
+        self.layers = [FusedLayer.of(layer, self.n_heads, self.n_kv, self.eps, fold_rope) for layer in m.layers]
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float()
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
