@@ -16,6 +16,7 @@ from engine.config import GenerateSpec, SamplingParams
 from engine.loading import ASSETS
 from engine.proposers.medusa.paths import load_paths, tree_order
 from engine.sampling import to_probs
+from tests.seeded import FIXED_K
 from tests.test_distribution import chi2_pvalue
 from tests.test_session import hf_greedy
 
@@ -51,7 +52,8 @@ def test_medusa_and_eagle_are_greedy_exact_on_shipped_prompts(engine, prompts):
 def _contested_context(engine, prompts, method) -> list[int]:
     """The first context (prompt cut at some length) where the first tested candidate has p in
     [0.2, 0.8]: found from the first step's pieces (p of a first test is the target's p(x))."""
-    spec = GenerateSpec(method=method, max_new_tokens=2, sampling=SamplingParams(temperature=1.0, seed=0))
+    sampling = SamplingParams(temperature=1.0, seed=0)
+    spec = GenerateSpec(method=method, k=FIXED_K[method], max_new_tokens=2, sampling=sampling)
     for prompt in prompts:
         full = engine.encode(prompt)
         for cut in range(40, len(full), 7):
@@ -66,14 +68,16 @@ def _contested_context(engine, prompts, method) -> list[int]:
 @pytest.mark.parametrize("method", HEADS)
 def test_first_token_of_a_tree_step_is_distributed_as_p(engine, prompts, method):
     """Temperature 1: accepted tree tokens and recovered tokens together follow p (chi-square),
-    at a context where the first candidate is neither sure nor hopeless (both branches exercised)."""
+    at a context where the first candidate is neither sure nor hopeless (both branches exercised).
+    A fixed k: with auto k the tree methods may take plain steps by measured timings (tests/seeded.py)."""
     ids = _contested_context(engine, prompts, method)
     with torch.inference_mode():
         p = to_probs(engine.target.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), 1.0).numpy()
     p = p.astype(np.float64) / p.sum()
     trials, counts, kinds = 600, np.zeros_like(p), {}
     for seed in range(trials):
-        spec = GenerateSpec(method=method, max_new_tokens=2, sampling=SamplingParams(temperature=1.0, seed=seed))
+        sampling = SamplingParams(temperature=1.0, seed=seed)
+        spec = GenerateSpec(method=method, k=FIXED_K[method], max_new_tokens=2, sampling=sampling)
         first = next(iter(engine.stream(ids, spec))).emitted[0]
         counts[first.token_id] += 1
         kinds[first.kind] = kinds.get(first.kind, 0) + 1
