@@ -76,18 +76,8 @@ class LocalBackend(QueueFront):
             handle.steps_at_cancel = handle.steps
             handle.cancel_reason = reason
 
-    def shutdown(self, timeout: float | None = 60.0) -> bool:
-        """End everything with stop "shutdown"; True once the model thread has ended."""
-        with self._cond:
-            dropped = self._drain()
-            run = self.running
-            if run is not None and run.cancel_reason is None:
-                run.steps_at_cancel, run.cancel_reason = run.steps, "shutdown"
-        for handle in dropped:
-            self._end_unstarted(handle, "shutdown")
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+    def _running(self) -> list[Handle]:
+        return [] if self.running is None else [self.running]
 
     # -- the model thread ---------------------------------------------------------------------------
     def _main(self, loader: Callable[[], Any] | None) -> None:

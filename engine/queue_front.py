@@ -10,6 +10,8 @@ the model thread) holds what a front end talks to before a request reaches the m
   ``max_queue`` already wait;
 - ``cancel(handle, reason)``: a queued request ends now; a running one is marked through
   ``_cancel_running(handle, reason)`` (the subclass's rows, under the lock) and ends within a step;
+- ``shutdown(timeout)``: no new requests, the queued ones end now, the running ones (the subclass's
+  ``_running()``) within a step; True once the subclass's model thread ``_thread`` has ended;
 - ``_drain()`` (under the lock) marks closing and takes the queue; ``_forget(handle)`` drops a
   finished handle's ids and keeps its slim ``Record`` in ``finished`` (the last 256);
   ``_load(loader)`` runs on the model thread and reports whether the engine loaded.
@@ -116,6 +118,23 @@ class QueueFront:
     def _cancel_running(self, handle: Handle, reason: str) -> None:
         """Under the lock: mark a running request cancelled (it ends within one step)."""
         raise NotImplementedError
+
+    def _running(self) -> list[Handle]:
+        """Under the lock: the requests on the model thread now (the subclass's rows)."""
+        raise NotImplementedError
+
+    def shutdown(self, timeout: float | None = 60.0) -> bool:
+        """End everything with stop "shutdown"; True once the model thread (``_thread``) has ended."""
+        with self._cond:
+            dropped = self._drain()
+            for handle in self._running():
+                if handle.cancel_reason is None:
+                    self._cancel_running(handle, "shutdown")
+        for handle in dropped:
+            self._end_unstarted(handle, "shutdown")
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     # -- for the model thread -----------------------------------------------------------------------
     def _drain(self) -> list[Handle]:

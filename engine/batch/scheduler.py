@@ -102,17 +102,8 @@ class BatchBackend(QueueFront):
         if any(r.handle is handle for r in self.rows):
             handle.steps_at_cancel, handle.cancel_reason = handle.steps, reason
 
-    def shutdown(self, timeout: float | None = 60.0) -> bool:
-        with self._cond:
-            dropped = self._drain()
-            for row in self.rows:
-                if row.handle.cancel_reason is None:
-                    row.handle.steps_at_cancel, row.handle.cancel_reason = row.handle.steps, "shutdown"
-        for handle in dropped:
-            self._end_unstarted(handle, "shutdown")
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+    def _running(self) -> list[Handle]:
+        return [row.handle for row in self.rows]
 
     # -- the model thread ---------------------------------------------------------------------------
     def _main(self, loader: Callable[[], Any] | None) -> None:
