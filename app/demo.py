@@ -31,6 +31,7 @@ from . import demo_stats as S
 from . import demo_stream as ST
 from .demo_about import TEACHING, about_panel
 from .demo_backend import backend_note
+from .demo_concurrency import concurrency_html
 from .demo_handlers import Handlers
 from .demo_runs import DemoSession
 from .demo_step_tab import step_tab
@@ -165,6 +166,8 @@ def _teach_tab(h: Handlers, session) -> tuple:
         with gr.Column(scale=3):
             mc_plot = gr.Plot(elem_id="sd-mc-plot")
             mc_numbers = gr.Markdown()
+    gr.Markdown("### (c) Many users at once: where speculation stops paying (measured, `specdec bench --concurrency`)")
+    gr.HTML(concurrency_html(), elem_id="sd-concurrency")
     with gr.Accordion("The proof, in full (docs/theory-lossless.md)", open=False, elem_id="sd-proof"):
         gr.Markdown(D.read_doc("theory-lossless.md"), latex_delimiters=LATEX)
     with gr.Accordion("Every theory page (docs/theory.md)", open=False, elem_id="sd-theory-index"):

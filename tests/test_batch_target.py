@@ -1,6 +1,7 @@
 """BatchTarget on the shipped target: chunked prefill and per-row tree commit against fresh forwards.
 
-A fresh forward is ``engine.target.Target`` (the single-request path) over the same tokens; the
+Each test runs on both of the batch target's forwards ("hf", "lean"). A fresh forward is
+``engine.target.Target`` (the single-request path) over the same tokens; the
 batched logits must agree to float rounding and give the same argmax, row by row.
 """
 
@@ -16,9 +17,13 @@ from engine.tree import Draft
 ATOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def pair(engine):
-    return BatchTarget(engine.target.model, 3, engine.context + 1, engine.target.vocab), engine
+@pytest.fixture(scope="module", params=["hf", "lean"])
+def pair(engine, request):
+    """Both forwards of the batch target (transformers' decoder; the lean ragged rows)."""
+    t = engine.target
+    bt = BatchTarget(t.model, 3, engine.context + 1, t.vocab, lean=t.lean, head=t.head)
+    bt.use(request.param)
+    return bt, engine
 
 
 def _fresh(engine, ids: list[int]) -> torch.Tensor:
@@ -95,3 +100,58 @@ def test_a_moved_row_keeps_its_cache(pair, prompts):
     bt.move(2, 0)
     assert bt.ids[2] == [] and bt.cache.lengths[2] == 0
     _close(bt.score([(ids[-1], Draft.empty())])[0][0], _fresh(engine, ids))
+
+
+def test_a_lone_tree_row_among_idle_slots_scores_as_a_fresh_tree_forward(pair, prompts):
+    """One row with a tree while the other slots take no part (the lean path's one-row body with
+    the row's own additive mask); every node's logits equal the single-request target's."""
+    bt, engine = pair
+    ids = engine.encode(prompts[4])
+    for s in range(3):
+        bt.free(s)
+    while not bt.prefill(1, ids, 64):
+        pass
+    tree = Draft.from_parents([41, 42, 43, 44], [-1, 0, -1, 2])
+    got = bt.score([None, (ids[-1], tree), None])
+    assert got[0] is None and got[2] is None
+    t = Target(engine.target.model, engine.context, engine.target.vocab)
+    t.prefill(ids)
+    want = t.score(ids[-1], tree)
+    assert got[1].shape == want.shape
+    for a, b in zip(got[1], want):
+        _close(a, b)
+
+
+def test_short_and_long_rows_in_one_forward_each_give_a_fresh_forwards_logits(pair, prompts):
+    """Rows fed 4 and 64 tokens per forward (the lean path attends to them in two groups, short
+    and long, sharing one pass over the weights); every row's logits equal a fresh forward's."""
+    bt, engine = pair
+    rows = [engine.encode(p) for p in (prompts[9], prompts[10], prompts[11])]
+    for s in range(3):
+        bt.free(s)
+    while not all(bt.prefill_many(list(enumerate(rows)), [4, 64, 64])):
+        pass
+    got = bt.score([(ids[-1], Draft.empty()) for ids in rows])
+    for s, ids in enumerate(rows):
+        _close(got[s][0], _fresh(engine, ids))
+
+
+def test_a_prefill_chunk_folded_into_the_scoring_forward(pair, prompts):
+    """``step``: two running rows score while a third row's chunk is fed in the same forward; the
+    running rows' logits and, once its prefill is done, the newcomer's equal fresh forwards."""
+    bt, engine = pair
+    rows = [engine.encode(p) for p in (prompts[12], prompts[13], prompts[14])]
+    for s in range(3):
+        bt.free(s)
+    for s in (0, 1):
+        while not bt.prefill(s, rows[s], 64):
+            pass
+    feeds = bt.chunks([(2, rows[2])], 40)
+    assert len(feeds[2]) == 40
+    got = bt.step([(rows[0][-1], Draft.empty()), (rows[1][-1], Draft.chain([5, 6]))], feeds)
+    assert got[2] is None and bt.ids[2] == rows[2][:40]
+    _close(got[0][0], _fresh(engine, rows[0]))
+    _close(got[1][0], _fresh(engine, rows[1]))
+    while not bt.prefill(2, rows[2], 64):
+        pass
+    _close(bt.score([None, None, (rows[2][-1], Draft.empty())])[2][0], _fresh(engine, rows[2]))

@@ -74,3 +74,27 @@ def test_runs_with_other_rows_are_refused() -> None:
         BM.merge([a, b])
     with pytest.raises(ValueError, match="nothing"):
         BM.merge([])
+
+
+def _grid(levels: list[int], local: float) -> dict:
+    rows = [{"row": "local", "method": "none", "c": 1, "tok_s": local, "identical": True}]
+    cell = {"identical": True, "ttft_p50_ms": 1.0, "ttft_p95_ms": 2.0, "req_tok_s_p50": 1.0}
+    rows += [{"row": "batch", "method": "none", "c": c, "tok_s": 10.0 * c, **cell} for c in levels]
+    return {"max_new_tokens": 8, "prompts": 2, "levels": levels, "rows": rows}
+
+
+def test_one_merge_command_serves_concurrency_grids_too(tmp_path):
+    """``python -m tools.bench_merge`` merges ``--concurrency`` grids split by levels (the first
+    slice's local row is the baseline, every slice's local figure kept) and writes the chart."""
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "m.json"
+    a.write_text(json.dumps(_grid([1], 5.0)))
+    b.write_text(json.dumps(_grid([4, 8], 6.0)))
+    assert BM.main([str(out), str(a), str(b)]) == 0
+    m = json.loads(out.read_text())
+    assert m["levels"] == [1, 4, 8] and m["local_tok_s"] == [5.0, 6.0]
+    assert [(r["row"], r["c"]) for r in m["rows"]] == [("local", 1), ("batch", 1), ("batch", 4), ("batch", 8)]
+    assert out.with_suffix(".svg").read_text().startswith("<svg")
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"config": {}, "methods": {}, "hf": {}}))
+    with pytest.raises(SystemExit):
+        BM.main([str(out), str(a), str(plain)])

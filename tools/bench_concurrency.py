@@ -10,7 +10,8 @@ which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``lo
 and lookup on a backend with the load policy (``adaptive=True``, engine/batch/adapt.py). ``hf`` adds transformers'
 own continuous batching (``model.generate_batch`` with ``max_requests_per_batch = c``, greedy) on
 a second copy of the target (it switches the model's attention implementation), with identity
-checks. ``main(args)`` prints a table and writes ``--json`` and an SVG chart next to it.
+checks. ``main(args)`` prints a table and writes ``--json`` and an SVG chart next to it; grids
+measured in slices merge with ``python -m tools.bench_merge`` (``merge``, ``write_merged``).
 Speed is measured here, never asserted; run under ``flock /tmp/specdec-bench.lock``.
 """
 
@@ -190,9 +191,8 @@ def merge(results: list[dict]) -> dict:
     return {**out, "levels": levels, "local_tok_s": locals_, "rows": [local, *rows]}
 
 
-def main_merge(argv: list[str]) -> int:
-    """``python -m tools.bench_concurrency OUT.json IN.json ...``: merge, write OUT.json + .svg."""
-    out, ins = Path(argv[0]), [json.loads(Path(p).read_text(encoding="utf-8")) for p in argv[1:]]
+def write_merged(out: Path, ins: list[dict]) -> int:
+    """Merge grids (``tools.bench_merge`` calls this for concurrency results), write OUT.json + .svg."""
     result = merge(ins)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     out.with_suffix(".svg").write_text(chart(result), encoding="utf-8")
@@ -218,7 +218,3 @@ def main(args) -> int:
         args.json.with_suffix(".svg").write_text(chart(result), encoding="utf-8")
         print(f"wrote {args.json} and {args.json.with_suffix('.svg')}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main_merge(sys.argv[1:]))

@@ -12,7 +12,9 @@ they imply (steps = tokens / tau, drafted = k_mean steps, accepted = alpha draft
 exact too. Per-prompt medians cannot be recombined: ``tokens_per_s_median`` and ``speedup_median``
 are None and each slice's own figures stay in ``config.slices``. The cost-model scalars (target_ms,
 c, r_score, predictions) are step-weighted means of the slices'; per-position lists are dropped.
-``main`` is ``python -m tools.bench_merge OUT.json IN.json...``.
+``main`` is ``python -m tools.bench_merge OUT.json IN.json...``, and it merges both result shapes:
+``specdec bench`` slices (above) and ``specdec bench --concurrency`` grids split by levels
+(results with ``levels``: ``tools.bench_concurrency.merge``, which also writes the chart).
 """
 
 from __future__ import annotations
@@ -93,7 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path, help="the merged results JSON to write")
     ap.add_argument("inputs", type=Path, nargs="+", help="results JSON of runs over consecutive prompt slices")
     args = ap.parse_args(argv)
-    merged = merge([json.loads(p.read_text()) for p in args.inputs])
+    results = [json.loads(p.read_text()) for p in args.inputs]
+    grids = ["levels" in r for r in results]
+    if any(grids):
+        if not all(grids):
+            raise SystemExit("cannot merge a --concurrency grid with a plain bench run")
+        from tools.bench_concurrency import write_merged
+
+        return write_merged(args.out, results)
+    merged = merge(results)
     args.out.write_text(json.dumps(merged, indent=1) + "\n")
     from tools.bench_table import format_table
 

@@ -13,15 +13,16 @@ al.), c_i its measured propose cost per drafted token, and T the forward cost: t
 at (rows, q) when there is one, else a least-squares line in rows * q through what was measured.
 k = 0 is always a candidate and its estimate comes from the same table, so the policy picks
 drafting only where it is estimated to beat not drafting. Until a method has drafted, its alpha is
-a prior (``PRIOR_ALPHA``); every ``EXPLORE`` steps the largest k is tried once so the estimates
-stay current. ``calibrate(time_fn, rows_max)`` seeds T at start (rows 1 and rows_max, q 1 and
-1 + max k; ``time_forward`` times a ``BatchTarget``); ``cap_rows`` applies a choice to a step's rows.
+a prior (``PRIOR_ALPHA``); every ``EXPLORE`` steps the smallest k > 0 is tried once so alpha and
+the propose cost stay measured (alpha is per tested token, so k = 1 measures it at the least cost;
+exploring with the largest k cost a full batch a k = 8 step every 32). ``calibrate(time_fn,
+rows_max)`` seeds T at start (rows 1 and rows_max, q 1 and 1 + max k; the scheduler times a
+``BatchTarget`` with half-full slots, ``threads.time_rows``, so attention over a real prefix is in
+the cost); ``cap_rows`` applies a choice to a step's rows.
 Exactness never depends on any of this: k only bounds what is drafted.
 """
 
 from __future__ import annotations
-
-import time
 
 PRIOR_ALPHA = 0.6
 EXPLORE = 32
@@ -84,7 +85,7 @@ class LoadPolicy:
         self.steps += 1
         ks = [k for k in self.k_choices if k <= k_max]
         if self.steps % EXPLORE == 0:
-            return ks[-1]
+            return ks[1] if len(ks) > 1 else ks[0]
         best, best_rate = 0, -1.0
         rates = {}
         for k in ks:
@@ -113,17 +114,3 @@ def cap_rows(policy: LoadPolicy, live: list, n_rows: int) -> None:
         k = policy.choose([r.spec.method for r in adaptive], n_rows)
         for row in adaptive:
             row.k_cap = k
-
-
-def time_forward(target, rows: int, q: int) -> float:
-    """A ``BatchTarget`` forward over ``rows`` empty slots of ``q`` tokens, in ms (calibration,
-    before any request holds a slot)."""
-    from ..tree import Draft
-
-    entries = [(0, Draft.chain([0] * (q - 1)))] * rows
-    t0 = time.perf_counter()
-    target.score(entries)
-    ms = 1000 * (time.perf_counter() - t0)
-    for s in range(rows):
-        target.free(s)
-    return ms

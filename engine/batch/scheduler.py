@@ -9,18 +9,24 @@ Contract: ``BatchBackend(engine, max_batch, max_queue, kv_tokens, prefill_chunk)
    row moves into it: a cancel removes a row within one step, and the step in flight when it came
    is not delivered;
 3. prefill: rows still prefilling share a budget of ``prefill_chunk`` prompt tokens per
-   iteration, oldest request first, in one forward of their own, so the oldest newcomer gets its
-   first token soonest, a long prompt stalls running rows by one chunk per step, and a row whose
-   prefill completes takes its first step in the same iteration;
+   iteration, oldest request first, so the oldest newcomer gets its first token soonest and a
+   long prompt stalls running rows by one chunk per step. With ``fold_prefill`` (default) and the
+   lean forward, the chunks ride in the running rows' scoring forward (``BatchTarget.step``: one
+   pass over the weights) and a row whose prefill completes steps in the next iteration; else
+   (or with no running row) they go in a forward of their own and a completed row steps at once;
 4. step: every prefilled row proposes with its own method and settings, ONE target forward scores
    all rows (``BatchTarget.score``), each row verifies and commits its own path and gets its event
    (``BatchStepEvent``, with the batch size); rows that stopped end and free their slot.
 A failure in a row's proposer ends that row with "error"; a failure of the shared forward ends
 every row in it with "error"; the thread survives both. ``finished`` keeps the last 256 records.
-``stats()`` reports slots in use, queue length and KV bytes (for leak tests and a UI).
+``stats()`` reports slots in use, queue length, KV bytes (for leak tests and a UI), the target's
+forward and the thread plan.
 ``adaptive=True`` calibrates the target's cost per (rows, tokens) at start and lets
 ``adapt.LoadPolicy`` cap the draft of every ``k = "auto"`` draft / lookup row each step (0 = plain
 step) to maximise the batch's estimated tokens/s; the cap is in each event's ``batch["k"]``.
+``threads="auto"`` measures at start how many threads a forward of n rows should run on
+(``threads.ThreadPlan``; a batch of one keeps the engine's calibrated count) and sets them before
+each forward, back to the calibrated count when idle; an int fixes one count; None leaves them.
 """
 
 from __future__ import annotations
@@ -31,14 +37,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from ..backend import Capabilities, Handle, Limits
 from ..local import _abandoned
 from ..queue_front import QueueFront
-from .adapt import LoadPolicy, cap_rows, time_forward
+from .adapt import LoadPolicy, cap_rows
 from .memory import plan_slots
 from .propose import Proposers
 from .rows import Forks, Row
 from .target import BatchTarget
+from .threads import ThreadPlan, time_rows
 
 log = logging.getLogger("specdec.batch")
 
@@ -56,6 +65,8 @@ class BatchBackend(QueueFront):
         loader: Callable[[], Any] | None = None,
         name: str = "specdec-batch",
         adaptive: bool = False,
+        threads: int | str | None = "auto",
+        fold_prefill: bool = True,
     ) -> None:
         if max_batch < 1 or prefill_chunk < 1:
             raise ValueError("max_batch and prefill_chunk must be >= 1")
@@ -65,6 +76,8 @@ class BatchBackend(QueueFront):
         self.rows: list[Row] = []
         self.steps = 0
         self.policy = LoadPolicy() if adaptive else None
+        self.threads, self._threads_arg = None, threads
+        self.fold_prefill = fold_prefill
         if engine is not None:
             self._setup(engine)
         self._thread = threading.Thread(target=self._main, args=(loader,), name=name, daemon=True)
@@ -72,7 +85,9 @@ class BatchBackend(QueueFront):
 
     def _setup(self, engine: Any) -> None:
         self.slots, self.capacity = plan_slots(engine.target.model, engine.context, self.max_batch, self.kv_tokens)
-        self._target = BatchTarget(engine.target.model, self.slots, self.capacity, engine.target.vocab)
+        t = engine.target
+        self._target = BatchTarget(t.model, self.slots, self.capacity, t.vocab, lean=t.lean, head=t.head)
+        self._target.use(t.path)  # the forward calibration chose for the solo path (engine/calibrate.py)
         self._forks = Forks(engine.proposers)
         self._proposers = Proposers(engine, self.slots, self.capacity)
         self._loaded.set()
@@ -95,6 +110,8 @@ class BatchBackend(QueueFront):
             "queued": queued,
             "slots": self.slots,
             "kv_bytes": self._target.nbytes() + self._proposers.nbytes(),
+            "target_path": self._target.path,
+            "threads": None if self.threads is None else dict(self.threads.table),
         }
 
     # -- requests (submit and cancel: QueueFront) ----------------------------------------------------
@@ -109,10 +126,13 @@ class BatchBackend(QueueFront):
     def _main(self, loader: Callable[[], Any] | None) -> None:
         if loader is not None and not self._load(loader, self._setup):
             return
+        self._plan_threads()
         if self.policy is not None:
-            self.policy.calibrate(lambda rows, q: time_forward(self._target, rows, q), self.slots)
+            self.policy.calibrate(lambda rows, q: time_rows(self._target, rows, q), self.slots)
         while True:
             with self._cond:
+                if not self._queue and not self.rows and self.threads is not None:
+                    self.threads.apply(1)  # idle: the calibrated count, for whoever runs next
                 while not self._queue and not self.rows and not self._closing:
                     self._cond.wait()
                 if self._closing and not self._queue and not self.rows:
@@ -124,6 +144,13 @@ class BatchBackend(QueueFront):
                 log.exception("batch step failed")
                 for row in list(self.rows):
                     self._end(row, "error", e)
+
+    def _plan_threads(self) -> None:
+        arg, solo = self._threads_arg, torch.get_num_threads()
+        if arg == "auto":
+            self.threads = ThreadPlan.measure(lambda rows, q: time_rows(self._target, rows, q), self.slots, solo)
+        elif arg is not None:
+            self.threads = ThreadPlan({2: int(arg)}, solo)
 
     def _admit(self) -> None:
         """Under the lock: queued requests take free slots, oldest first."""
@@ -138,15 +165,19 @@ class BatchBackend(QueueFront):
         for row in [r for r in self.rows if r.handle.cancel_reason is not None]:
             self._end(row, row.handle.cancel_reason)
         waiting = [r for r in self.rows if not r.prefilled]
+        live = [r for r in self.rows if r.prefilled]
+        if waiting and live and self.fold_prefill and self._target.path == "lean":
+            self._step(live, self._pick(waiting))  # the chunk rides in the running rows' forward
+            return
         if waiting:
-            self._prefill(waiting)
+            self._prefill(*self._pick(waiting))
         live = [r for r in self.rows if r.prefilled]
         if live:
             self._step(live)
 
-    def _prefill(self, rows: list[Row]) -> None:
-        """At most ``prefill_chunk`` prompt tokens in all, oldest request first, in one forward:
-        the oldest newcomer gets its first token soonest and running rows wait one chunk."""
+    def _pick(self, rows: list[Row]) -> tuple[list[Row], list[int]]:
+        """At most ``prefill_chunk`` prompt tokens in all, oldest request first: the oldest
+        newcomer gets its first token soonest and running rows wait one chunk."""
         for row in [r for r in rows if r.spec.heal and not r.heal_fitted]:
             try:
                 row.fit_heal(self._engine)
@@ -160,7 +191,12 @@ class BatchBackend(QueueFront):
             if need == 0 or budget > 0:  # nothing to feed (a one-token prompt) or room left
                 picked.append((row, min(need, budget)))
                 budget -= min(need, budget)
-        rows, chunks = [r for r, _ in picked], [c for _, c in picked]
+        return [r for r, _ in picked], [c for _, c in picked]
+
+    def _prefill(self, rows: list[Row], chunks: list[int]) -> None:
+        """The picked chunks in one forward of their own."""
+        if self.threads is not None:
+            self.threads.apply(sum(chunks))
         t0 = time.perf_counter()
         try:
             done = self._target.prefill_many([(r.slot, r.ids) for r in rows], chunks)
@@ -170,13 +206,15 @@ class BatchBackend(QueueFront):
                 self._target.free(row.slot)
                 self._end(row, "error", e)
             return
-        dt = time.perf_counter() - t0
+        self._prefilled(rows, done, time.perf_counter() - t0)
+
+    def _prefilled(self, rows: list[Row], done: list[bool], dt: float) -> None:
         for row, ok in zip(rows, done):
             row.t_prefill += dt
             if ok:
                 row.start(self._engine.tokenizer, row.t_prefill)
 
-    def _step(self, live: list[Row]) -> None:
+    def _step(self, live: list[Row], picked: tuple[list[Row], list[int]] | None = None) -> None:
         engine, target = self._engine, self._target
         entries: list = [None] * len(self.rows)
         if self.policy is not None:
@@ -186,10 +224,22 @@ class BatchBackend(QueueFront):
         live = [r for r in live if id(r) not in bad]
         for row in live:
             entries[row.slot] = (row.tokens[-1], row.draft)
+        feeds: dict = {}
+        if picked is not None:
+            if not live:  # every running row failed to propose: the chunks go alone
+                self._prefill(*picked)
+            else:
+                feeds = target.chunks([(r.slot, r.ids) for r in picked[0]], picked[1])
         if live:
+            if self.threads is not None:
+                tokens = sum(1 + e[1].n for e in entries if e is not None) + sum(map(len, feeds.values()))
+                self.threads.apply(tokens)
             t0 = time.perf_counter()
-            logits = target.score(entries)
+            logits = target.step(entries, feeds) if feeds else target.score(entries)
             score_ms = 1000 * (time.perf_counter() - t0)
+            if picked is not None:
+                rows = picked[0]
+                self._prefilled(rows, [len(target.ids[r.slot]) == len(r.ids) - 1 for r in rows], score_ms / 1000)
             self.steps += 1
             for row in live:
                 self._deliver(row, row.finish(engine, target, logits[row.slot], score_ms, len(live)))

@@ -12,7 +12,12 @@ one; ``hidden(s)`` is the LM head's input at each of those positions (what Medus
   (padding and other rows' garbage are blocked). Returns per slot the float32 logits
   ``[1 + n, V]`` (row 0 after the pending token), or None.
 - ``commit(s, path)`` keeps the pending token and the accepted nodes of slot s, in order.
+- ``step(entries, feeds)``: ``score`` and prefill chunks (``chunks(rows, chunk)``) in one forward.
 - ``move(src, dst)`` relocates a row (the scheduler keeps running rows in slots 0..n-1); ``free``.
+``paths`` are the forwards it can run, as ``engine/target.py``'s: "hf" (transformers' decoder) and,
+given the engine's ``LeanTarget`` (``lean=``), "lean" (``batch/lean_rows.py``: the same fused
+layers over ragged rows); ``use(path)`` picks one (the scheduler takes the solo path's calibrated
+choice). ``head``: the LM head to apply (the solo target's packed head; default the model's).
 """
 
 from __future__ import annotations
@@ -21,15 +26,21 @@ import torch
 
 from ..packed import pack_linears, packed_scope
 from ..tree import Draft, tree_attention_mask
+from .lean_rows import LeanRows
 from .slots import SlotCache
 
 
 class BatchTarget:
-    def __init__(self, model: torch.nn.Module, slots: int, capacity: int, vocab: int | None = None) -> None:
+    def __init__(
+        self, model: torch.nn.Module, slots: int, capacity: int, vocab: int | None = None, lean=None, head=None
+    ) -> None:
         self.model = model.eval()
         pack_linears(model)
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
+        self.head = head if head is not None else self.lm_head
+        self.lean = LeanRows(lean, capacity) if lean is not None else None
+        self.path = "hf"
         self.dtype = self.lm_head.weight.dtype
         self.device = self.lm_head.weight.device
         self.cache = SlotCache(model.config.num_hidden_layers, slots, capacity)
@@ -39,8 +50,40 @@ class BatchTarget:
         self._scored: list = [None] * slots
         self._blocked = torch.finfo(self.dtype).min
 
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return ("hf", "lean") if self.lean is not None else ("hf",)
+
+    def use(self, path: str) -> None:
+        if path not in self.paths:
+            raise ValueError(f"batch target path {path!r} not available here: {', '.join(self.paths)}")
+        self.path = path
+
     def hidden(self, s: int) -> torch.Tensor:
         return self._hidden[s, : len(self.ids[s])]
+
+    def _run(self, entries: list, lo: int) -> torch.Tensor:
+        """The last hidden states [B, Q, H] of one forward over ``entries`` (slots lo ..)."""
+        if self.path == "lean":
+            rows = [self._row(e, lo + b) for b, e in enumerate(entries)]
+            one = sum(r is not None for r in rows) == 1
+            if one and all(r is None or r[3] for r in rows):  # a lone chain needs no 4-D mask
+                return self.lean.hidden(self.cache, lo, rows, None)
+
+            def mask(bs: list[int]) -> torch.Tensor:
+                return self._inputs([(lo + b, entries[b]) for b in bs])[2]
+
+            return self.lean.hidden(self.cache, lo, rows, mask)
+        return self._forward(lo, *self._batch(entries, lo))
+
+    def _row(self, e, s: int):
+        if e is None:
+            return None
+        pending, draft = e
+        L = len(self.ids[s])
+        tokens = torch.cat([torch.tensor([pending], dtype=torch.long), draft.tokens.cpu().long()])
+        pos = L + (torch.arange(1 + draft.n) if draft.is_chain else torch.tensor([0, *draft.depths()]))
+        return tokens.to(self.device), pos.to(self.device), L, draft.is_chain
 
     def _forward(self, lo: int, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, starts: list[int]):
         self.cache.plan(lo, starts, mask.shape[-1])  # mask.shape[-1] <= capacity (see _batch)
@@ -63,6 +106,15 @@ class BatchTarget:
         """One forward feeding each (slot, ids) row at most ``chunk`` (one per row when a list)
         more tokens of ``ids[:-1]``; per row, True once its cache holds all of them. Rows in
         between that are not listed take no part (fully masked)."""
+        rests = self.chunks(rows, chunk)
+        if rests:
+            lo, hi = min(rests), max(rests) + 1
+            entries = [(rests[s][0], Draft.chain(rests[s][1:])) if s in rests else None for s in range(lo, hi)]
+            self._feed(rests, self._run(entries, lo), lo)
+        return [len(self.ids[s]) == len(ids) - 1 for s, ids in rows]
+
+    def chunks(self, rows: list[tuple[int, list[int]]], chunk: int | list[int]) -> dict[int, list[int]]:
+        """The next at most ``chunk`` tokens of ``ids[:-1]`` each (slot, ids) row still lacks."""
         rests: dict[int, list[int]] = {}
         chunks = chunk if isinstance(chunk, list) else [chunk] * len(rows)
         for (s, ids), c in zip(rows, chunks):
@@ -72,23 +124,41 @@ class BatchTarget:
             rest = ids[L : len(ids) - 1][:c]
             if rest:
                 rests[s] = rest
-        if rests:
-            lo, hi = min(rests), max(rests) + 1
-            entries = [(rests[s][0], Draft.chain(rests[s][1:])) if s in rests else None for s in range(lo, hi)]
-            ids_t, pos, mask, starts = self._batch(entries, lo)
-            h = self._forward(lo, ids_t, pos, mask, starts)
-            for s, rest in rests.items():
-                L, q = len(self.ids[s]), len(rest)
-                self._hidden[s, L : L + q] = h[s - lo, :q]
-                self.ids[s].extend(rest)
-                self.cache.lengths[s] = L + q
-        return [len(self.ids[s]) == len(ids) - 1 for s, ids in rows]
+        return rests
+
+    def _feed(self, rests: dict[int, list[int]], h: torch.Tensor, lo: int) -> None:
+        for s, rest in rests.items():
+            L, q = len(self.ids[s]), len(rest)
+            self._hidden[s, L : L + q] = h[s - lo, :q]
+            self.ids[s].extend(rest)
+            self.cache.lengths[s] = L + q
+
+    @torch.inference_mode()
+    def step(self, entries: list, feeds: dict[int, list[int]]) -> list[torch.Tensor | None]:
+        """``score(entries)`` and the prefill chunks ``feeds`` (``chunks``' result: tokens each slot's
+        cache takes next) in ONE forward: the chunk and the running rows' steps share one pass over
+        the weights. Returns ``score``'s list; fed slots get None."""
+        n = max([len(entries), *(s + 1 for s in feeds)])
+        merged = list(entries) + [None] * (n - len(entries))
+        for s, rest in feeds.items():
+            if merged[s] is not None:
+                raise ValueError(f"slot {s} both scored and fed")
+            merged[s] = (rest[0], Draft.chain(rest[1:]))
+        h = self._run(merged, 0)
+        self._feed(feeds, h, 0)
+        return self._logits(list(entries) + [None] * (n - len(entries)), h)
 
     def _batch(self, entries: list, lo: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
         """Inputs of one forward over slots lo .. lo + len(entries) - 1 (see the module docstring)."""
+        return self._inputs(list(enumerate(entries, lo)))
+
+    def _inputs(self, items: list) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+        """Token ids, positions [B, Q], additive mask [B, 1, Q, T] and prefix lengths of the rows
+        ``items[b] = (slot, entry)`` (entry None: the row takes no part)."""
+        entries = [e for _, e in items]
         B = len(entries)
         Q = max(1 + e[1].n for e in entries if e is not None)
-        starts = [len(self.ids[lo + b]) for b in range(B)]
+        starts = [len(self.ids[s]) for s, _ in items]
         T = min(max(starts) + Q, self.capacity)
         ids = torch.zeros(B, Q, dtype=torch.long)
         pos = torch.zeros(B, Q, dtype=torch.long)
@@ -112,12 +182,13 @@ class BatchTarget:
 
     @torch.inference_mode()
     def score(self, entries: list) -> list[torch.Tensor | None]:
-        ids, pos, mask, starts = self._batch(entries)
-        h = self._forward(0, ids, pos, mask, starts)
+        return self._logits(entries, self._run(entries, 0))
+
+    def _logits(self, entries: list, h: torch.Tensor) -> list[torch.Tensor | None]:
         real = [(b, 1 + e[1].n) for b, e in enumerate(entries) if e is not None]
-        rows = torch.cat([h[b, :q] for b, q in real])
+        rows = h[real[0][0], : real[0][1]] if len(real) == 1 else torch.cat([h[b, :q] for b, q in real])
         with packed_scope():
-            logits = self.lm_head(rows).float()
+            logits = self.head(rows).float()
         if self.vocab:
             logits = logits[:, : self.vocab]
         out: list[torch.Tensor | None] = [None] * len(entries)

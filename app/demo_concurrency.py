@@ -1,0 +1,83 @@
+"""The Teach view's "many users at once" chart: measured tokens/s against concurrency, per method.
+
+Why: speculation and batching compete for the same compute, so the fuller the batch, the less
+drafting pays; the measured crossing is the lesson. The figures are the shipped bench result
+(``docs/results/concurrency-cpu.json``, written by ``specdec bench --concurrency``; docs/batching.md
+says how it was measured), drawn by the same chart code as the docs (``tools.bench_concurrency.chart``)
+as inline SVG, the demo's chart style (no plot library redraws in the page).
+
+Contract:
+- ``stops_paying(result) -> dict``: per concurrency c, the fastest row and whether plain decoding
+  (``none``) beat every fixed-k speculative row there; ``"from"`` is the smallest measured c from
+  which plain decoding stays fastest (None if speculation still pays at the largest c).
+- ``concurrency_html(path)``: one ``<figure data-chart="concurrency">`` with the SVG (scaled to its
+  column) and a caption from ``stops_paying``; a missing or unreadable file gives a one-line note
+  instead (the demo keeps working).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "concurrency-cpu.json"
+NAMES = {"batch": "{m}", "load": "{m} + load policy", "hf_cb": "transformers CB"}
+
+
+def _name(row: dict) -> str:
+    return NAMES[row["row"]].format(m=row["method"])
+
+
+def stops_paying(result: dict) -> dict:
+    cells: dict[int, list[dict]] = {}
+    for r in result["rows"]:
+        if r["row"] in NAMES:
+            cells.setdefault(r["c"], []).append(r)
+    per_c, plain_wins = {}, {}
+    for c in sorted(cells):
+        rows = cells[c]
+        best = max(rows, key=lambda r: r["tok_s"])
+        none = next((r["tok_s"] for r in rows if r["row"] == "batch" and r["method"] == "none"), None)
+        spec = [r["tok_s"] for r in rows if r["row"] == "batch" and r["method"] != "none"]
+        plain_wins[c] = none is not None and bool(spec) and none >= max(spec)
+        per_c[c] = {"best": _name(best), "best_tok_s": best["tok_s"], "none_tok_s": none, "plain_wins": plain_wins[c]}
+    start = None
+    for c in sorted(plain_wins, reverse=True):
+        if not plain_wins[c]:
+            break
+        start = c
+    return {"per_c": per_c, "from": start}
+
+
+def concurrency_html(path: Path = RESULTS) -> str:
+    try:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+        from tools.bench_concurrency import chart
+
+        svg = chart(result)
+        summary = stops_paying(result)
+    except (OSError, ValueError, KeyError) as e:
+        why = html.escape(f"{type(e).__name__}: {e}")
+        return f'<p class="sd-note">No concurrency measurement to show ({why}).</p>'
+    svg = re.sub(r'^<svg([^>]*?) width="\d+" height="\d+"', r'<svg\1 style="width:100%;height:auto"', svg, count=1)
+    best = "; ".join(
+        f"c = {c}: {html.escape(v['best'])} {v['best_tok_s']:.0f} tok/s" for c, v in summary["per_c"].items()
+    )
+    where = (
+        f"from c = {summary['from']} on, plain decoding beats every fixed-k speculative method"
+        if summary["from"] is not None
+        else "speculation still pays at the largest concurrency measured"
+    )
+    caption = (
+        f"Measured on this project's CPU ({result.get('prompts', '?')} shipped prompts, "
+        f"{result.get('max_new_tokens', '?')} new tokens, greedy, every request identical to its solo run): "
+        f"{where}. Fastest row per concurrency: {best}. The load policy (dotted) picks k per step from "
+        "the measured cost of a forward and each method's acceptance. Tiny models trained here; "
+        "docs/batching.md has the table."
+    )
+    return (
+        '<figure class="sd-chart" data-chart="concurrency" style="max-width:760px;margin:0">'
+        f"{svg}<figcaption>{caption}</figcaption></figure>"
+    )
