@@ -54,3 +54,27 @@ def test_the_adaptive_batch_is_still_exact(engine, prompts):
         assert all(ev.batch["k"] is None for ev in events[2])  # none keeps its own (empty) draft
     finally:
         b.shutdown(10)
+
+
+def test_measured_steps_overrule_a_cost_model_that_says_drafting_pays():
+    """The model estimates drafting pays (flat cost, good drafts); the realised rates of whole
+    steps at this row count say plain steps gave more: the policy takes plain steps, and says so."""
+    p = _policy(lambda rows, q: 10.0)
+    for _ in range(20):
+        p.observe_row("draft", 4, 4, 4, 0.0)
+    assert p.choose(["draft"] * 16, 16) > 0 and not p.last["guard"]
+    p.observe_step(16, 40, 20.0)  # a drafting step: 2 tokens per ms
+    p.chosen = 0
+    p.observe_step(16, 16, 5.0)  # a plain step: 3.2 tokens per ms
+    assert p.choose(["draft"] * 16, 16) == 0 and p.last["guard"]
+    assert p.choose(["draft"] * 8, 8) > 0  # another row count: nothing measured there yet
+    ks = [p.choose(["draft"] * 4, 4) for _ in range(64)]
+    assert ks.count(1) >= 2  # the drafting probe (smallest k) every EXPLORE steps
+
+
+def test_the_policy_probes_plain_steps_too():
+    p = _policy(lambda rows, q: 10.0)
+    for _ in range(20):
+        p.observe_row("lookup", 4, 4, 4, 0.0)
+    ks = [p.choose(["lookup"] * 4, 4) for _ in range(64)]
+    assert ks.count(0) == 2 and ks.count(8) >= 60

@@ -12,7 +12,13 @@ with a_i the method's measured acceptance (accepted / tested, the i.i.d. alpha o
 al.), c_i its measured propose cost per drafted token, and T the forward cost: the EWMA measured
 at (rows, q) when there is one, else a least-squares line in rows * q through what was measured.
 k = 0 is always a candidate and its estimate comes from the same table, so the policy picks
-drafting only where it is estimated to beat not drafting. Until a method has drafted, its alpha is
+drafting only where it is estimated to beat not drafting. The estimate is then checked against
+what steps really gave: ``observe_step(rows, tokens, ms)`` keeps the realised tokens per ms of
+whole steps (propose to events) at each row count, drafted and plain apart; where drafted steps
+realised less than plain ones at this row count, ``choose`` returns 0 (``last["guard"]``), and
+every ``EXPLORE`` steps, half-way between the drafting probes, one step is plain so both rates
+stay measured. This is what keeps the policy from being slower than not speculating when the
+cost model misses a cost (e.g. per-row work that grows with k). Until a method has drafted, its alpha is
 a prior (``PRIOR_ALPHA``); every ``EXPLORE`` steps the smallest k > 0 is tried once so alpha and
 the propose cost stay measured (alpha is per tested token, so k = 1 measures it at the least cost;
 exploring with the largest k cost a full batch a k = 8 step every 32). ``calibrate(time_fn,
@@ -46,6 +52,8 @@ class LoadPolicy:
         self.propose: dict[str, float] = {}  # ms per drafted token
         self.steps = 0
         self.last: dict = {}
+        self.realised: dict[tuple[int, bool], float] = {}  # (rows, drafted?) -> tokens per ms, EWMA
+        self.chosen: int | None = None
 
     def observe_forward(self, rows: int, q: int, ms: float) -> None:
         key = (rows, q)
@@ -60,6 +68,15 @@ class LoadPolicy:
             per = propose_ms / drafted
             old = self.propose.get(method)
             self.propose[method] = per if old is None else 0.8 * old + 0.2 * per
+
+    def observe_step(self, rows: int, tokens: int, ms: float) -> None:
+        """A whole step's realised rate (every row's new tokens over the step's wall time, propose
+        to events) under the cap ``choose`` gave last."""
+        if self.chosen is None or ms <= 0:
+            return
+        key, rate = (rows, self.chosen > 0), tokens / ms
+        old = self.realised.get(key)
+        self.realised[key] = rate if old is None else 0.8 * old + 0.2 * rate
 
     def alpha(self, method: str) -> float:
         t = self.tested.get(method, 0.0)
@@ -85,7 +102,11 @@ class LoadPolicy:
         self.steps += 1
         ks = [k for k in self.k_choices if k <= k_max]
         if self.steps % EXPLORE == 0:
-            return ks[1] if len(ks) > 1 else ks[0]
+            self.chosen = ks[1] if len(ks) > 1 else ks[0]
+            return self.chosen
+        if self.steps % EXPLORE == EXPLORE // 2:
+            self.chosen = 0
+            return 0
         best, best_rate = 0, -1.0
         rates = {}
         for k in ks:
@@ -94,7 +115,13 @@ class LoadPolicy:
             rates[k] = tokens / ms
             if rates[k] > best_rate * 1.0001:
                 best, best_rate = k, rates[k]
+        plain, drafted = self.realised.get((rows, False)), self.realised.get((rows, True))
+        guard = best > 0 and plain is not None and drafted is not None and drafted < plain
+        if guard:  # the model says drafting pays, the measured steps at this size say it does not
+            best = 0
         self.last = {"rows": rows, "k": best, "est_tok_per_ms": {k: round(r, 4) for k, r in rates.items()}}
+        self.last["guard"] = guard
+        self.chosen = best
         return best
 
     def calibrate(self, time_fn, rows_max: int, repeats: int = 3) -> None:

@@ -217,7 +217,9 @@ class BatchBackend(QueueFront):
     def _step(self, live: list[Row], picked: tuple[list[Row], list[int]] | None = None) -> None:
         engine, target = self._engine, self._target
         entries: list = [None] * len(self.rows)
+        t_step = time.perf_counter()
         if self.policy is not None:
+            self.policy.chosen = None
             cap_rows(self.policy, live, len(self.rows))
         failed = self._proposers.propose(live, target, engine.context)
         bad = {id(r) for r, _ in failed}
@@ -241,12 +243,15 @@ class BatchBackend(QueueFront):
                 rows = picked[0]
                 self._prefilled(rows, [len(target.ids[r.slot]) == len(r.ids) - 1 for r in rows], score_ms / 1000)
             self.steps += 1
+            produced = sum(r.produced for r in live)
             for row in live:
                 self._deliver(row, row.finish(engine, target, logits[row.slot], score_ms, len(live)))
             if self.policy is not None:
                 self.policy.observe_forward(len(entries), max(1 + e[1].n for e in entries if e), score_ms)
                 for row in live:
                     self.policy.observe_row(row.spec.method, *row.counts, row.t_propose)
+                new = sum(r.produced for r in live) - produced
+                self.policy.observe_step(len(entries), new, 1000 * (time.perf_counter() - t_step))
         for row, e in failed:
             self._end(row, "error", e)
         for row in [r for r in live if r.stop is not None]:
