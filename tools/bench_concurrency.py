@@ -108,6 +108,7 @@ def run_concurrency(engine, prompts: list[str], levels: list[int], methods: list
     adaptive = [m for m in methods if m in ("draft", "lookup")]
     if adaptive:
         backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
+        _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))  # warm-up: start-up timing untimed
         for c in levels:
             for m in adaptive:
                 cell, out = _cell(backend, ids, spec_of[m], c)
