@@ -19,6 +19,17 @@ def test_a_request_that_never_drafts_still_brings_the_draft_cache_along(engine, 
     assert draft.ids == ids and draft.runner.length == len(ids)
 
 
+def test_a_few_tokens_behind_are_left_to_the_first_drafting_step(engine, prompts):
+    from engine import draft_warm
+
+    draft = engine.proposer("draft")
+    ids = engine.encode(prompts[4])
+    engine.generate(ids[:-3], _greedy("draft", 1))  # warm up to three tokens before
+    assert draft.ids == ids[:-3]
+    engine.generate(ids, _greedy("draft", 1))  # 3 behind: no extra draft forward at prefill
+    assert draft.ids == ids[:-3] and 0 < draft_warm.behind(draft, ids) <= draft_warm.WARM_MIN
+
+
 def test_warm_draft_keeps_greedy_output(engine, prompts):
     ids = engine.encode(prompts[5])
     plain = engine.generate(ids, _greedy("none", 32)).tokens
