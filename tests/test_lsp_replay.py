@@ -33,9 +33,11 @@ def test_replay_times_superseded_requests_until_they_were_superseded(tmp_path: P
     res = json.loads(out.read_text(encoding="utf-8"))
     r, row = res["methods"]["none repeat_limit=3"], res["rows"]["none repeat_limit=3"][0]
     assert r["superseded_answers"] >= 1 and r["superseded_answers"] == len(row["superseded_ms"])
-    assert r["superseded_answers"] <= r["superseded"]  # each empty answer is one the server superseded
+    assert r["empty_answers"] == len(row["empty_ms"])
+    # every empty answer is one of the server's outcomes: superseded, filtered, or a model/cache blank
+    assert r["superseded_answers"] + r["empty_answers"] <= r["superseded"] + r["filtered"] + r["model"] + r["cache"]
     assert all(ms > 0 for ms in row["superseded_ms"]) and r["superseded_p50_ms"] is not None
-    assert len(row["ms"]) + len(row["superseded_ms"]) <= r["keys"]
+    assert len(row["ms"]) + len(row["empty_ms"]) + len(row["superseded_ms"]) <= r["keys"]
     assert r["model"] == len(row["model_ms"])
 
 

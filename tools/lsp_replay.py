@@ -14,9 +14,11 @@ key (the server answers it empty). Per method (and per ``--filters``: the repeti
 ``repeat_limit``), it reports latency percentiles of the requests that got an answer (typed-ahead
 cache hits included; ``model_p50_ms``/``model_p95_ms``: those the model answered, by the server's
 clock), cache hits, superseded requests with their time until superseded (the client's clock, from
-sending to the empty answer; they never got a suggestion, so they are not in the answered
-percentiles, and ``all_p50_ms``/``all_p95_ms`` count each at that time, a lower bound on what it
-would have taken), the share of keys with a suggestion shown, the suggestions the filter held back,
+sending to the empty answer that came back after a newer request went out; they never got a
+suggestion, so they are not in the answered percentiles), empty answers that came back in time
+(``empty_*``: filtered, or nothing but whitespace), ``all_p50_ms``/``all_p95_ms`` over all three
+(a superseded request at its time until superseded, a lower bound on what it would have taken),
+the share of keys with a suggestion shown, the suggestions the filter held back,
 and the characters accepted (their share of the characters to type).
 Methods run one document at a time in rotating order, so load changes hit all of them alike.
 """
@@ -52,7 +54,9 @@ async def replay(
         )
 
     client.text_document_did_open(t.DidOpenTextDocumentParams(t.TextDocumentItem(uri, "python", 0, start)))
-    row = {"keys": 0, "shown": 0, "accepted_chars": 0, "ms": [], "superseded_ms": [], "late": 0, "chars": len(typed)}
+    row = {"keys": 0, "shown": 0, "accepted_chars": 0, "late": 0, "chars": len(typed)}
+    row.update(ms=[], empty_ms=[], superseded_ms=[])
+    latest = [0.0]  # when the newest request was sent
     n_stats = len(stats)
     i = 0
     while i < len(typed):
@@ -61,7 +65,7 @@ async def replay(
         row["keys"] += 1
         show(text)
         line, col = text.count("\n"), len(text) - text.rfind("\n") - 1
-        t0 = time.perf_counter()
+        t0 = latest[0] = time.perf_counter()
         fut = asyncio.ensure_future(
             client.text_document_completion_async(
                 t.CompletionParams(t.TextDocumentIdentifier(uri), t.Position(line, col))
@@ -70,7 +74,7 @@ async def replay(
         sent = {"uri": uri, "line": line, "col": col, "sent": t0}
         if trace is not None:
             trace.append(sent)
-        fut.add_done_callback(lambda f, t0=t0, sent=sent: _timed(row, f, t0, sent))
+        fut.add_done_callback(lambda f, t0=t0, sent=sent: _timed(row, f, t0, sent, latest[0] > t0))
         done, _ = await asyncio.wait([fut], timeout=key_s)
         if not done:
             row["late"] += 1
@@ -96,10 +100,13 @@ async def replay(
     return row
 
 
-def _timed(row: dict, fut, t0: float, sent: dict) -> None:
-    """Latency of a request that got an answer; a superseded one comes back empty and incomplete
-    once a newer request for the document replaced it: its time until then goes to
-    ``superseded_ms`` (it says how long it ran, not how long decoding would have taken)."""
+def _timed(row: dict, fut, t0: float, sent: dict, newer: bool) -> None:
+    """Latency of a request that got an answer (``ms``). An empty answer marked incomplete is
+    either a superseded request (``newer``: a newer request for the document went out before it
+    came back; its time until then goes to ``superseded_ms``: how long it ran, not how long
+    decoding would have taken; a blank answer that was also late lands here too, the client cannot
+    tell them apart) or one answered in time with nothing to show (filtered, or only whitespace:
+    ``empty_ms``)."""
     sent["received"] = t1 = time.perf_counter()
     if fut.cancelled() or fut.exception() is not None:
         return
@@ -108,7 +115,7 @@ def _timed(row: dict, fut, t0: float, sent: dict) -> None:
         sent["answered"] = True
         row["ms"].append(1000 * (t1 - t0))
     else:
-        row["superseded_ms"].append(1000 * (t1 - t0))
+        row["superseded_ms" if newer else "empty_ms"].append(1000 * (t1 - t0))
 
 
 async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
@@ -152,14 +159,16 @@ async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
 def summarise(rows: dict[str, list[dict]], args: argparse.Namespace) -> dict:
     out = {"config": {k: str(v) for k, v in vars(args).items()}, "methods": {}}
     for name, rs in rows.items():
-        ms, model, sup = ([x for r in rs for x in r[k]] for k in ("ms", "model_ms", "superseded_ms"))
+        ms, model, sup, empty = ([x for r in rs for x in r[k]] for k in ("ms", "model_ms", "superseded_ms", "empty_ms"))
         total = {k: sum(r[k] for r in rs) for k in rs[0] if not isinstance(rs[0][k], list)}
         out["methods"][name] = {
             **_pcts("", ms),
             **_pcts("model_", model),
             **_pcts("superseded_", sup),
-            **_pcts("all_", ms + sup),
+            **_pcts("empty_", empty),
+            **_pcts("all_", ms + empty + sup),
             "superseded_answers": len(sup),
+            "empty_answers": len(empty),
             **total,
             "shown_share": total["shown"] / total["keys"] if total["keys"] else 0.0,
             "accepted_share": total["accepted_chars"] / total["chars"] if total["chars"] else 0.0,
