@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from . import healing, prefixes
+from . import draft_warm, healing, prefixes
 from . import methods as M
 from .calibrate import calibrate
 from .config import ConfigError, GenerateSpec, check_ids
@@ -92,6 +92,7 @@ class Engine:
         self._owner: object | None = None  # the newest stream
         self._live: tuple[int, object] | None = None  # (thread, stream) of the stream running now
         self._guard = threading.Lock()  # for the two fields above only, never held across a step
+        self.target_ms: float | None = None  # the target step's running time, carried across requests
         self.calibration = calibrate(self, calibration)  # speed paths by measurement (calibrate.py)
 
     @classmethod
@@ -188,9 +189,10 @@ def _steps(
         ids, trie = healing.fit(engine, ids, spec.heal)
     prefixes.before_prefill(target, ids)  # another document's prefix may be kept warm (engine/prefixes.py)
     target.prefill(ids)
+    draft_warm.after_prefill(proposer, ids)  # the draft's cache follows the prompt too
     stats = Stats(prefill_s=time.perf_counter() - t_start)
     tokens, detok, gen = list(ids), Detokenizer(engine.tokenizer, ids), _generator(spec)
-    produced, step, target_ms = 0, 0, None
+    produced, step, target_ms = 0, 0, getattr(engine, "target_ms", None)  # earlier requests measured it
     if trie is not None:
         event = healing.step(engine, tokens, trie, spec, gen, detok, stats, t_start)
         produced, step = len(event.token_ids), 1
@@ -211,6 +213,7 @@ def _steps(
         p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
         t2 = time.perf_counter()
         target_ms = 1000 * (t2 - t1) if target_ms is None else 0.8 * target_ms + 0.2 * 1000 * (t2 - t1)
+        engine.target_ms = target_ms
         verdict = verify(draft, p, gen, record=spec.verifier_record)
         target.commit(verdict.path)
         pieces, new, stop = _pieces(engine, draft, verdict, step, detok, spec.max_new_tokens - produced)

@@ -11,10 +11,15 @@ editor with completion on every key does). An answer that arrives before the nex
 if a shown suggestion is exactly what the typist is about to type, the typist accepts it (the
 editor inserts it) and goes on after it. An answer that arrives later is superseded by the next
 key (the server answers it empty). Per method (and per ``--filters``: the repetition filter's
-``repeat_limit``), it reports latency percentiles of the requests the model answered (not the
-superseded ones), cache hits (the typed-ahead cache), superseded requests, the share of keys with
-a suggestion shown, the suggestions the filter held back, and the characters accepted (their
-share of the characters to type).
+``repeat_limit``), it reports latency percentiles of the requests that got an answer (typed-ahead
+cache hits included; ``model_p50_ms``/``model_p95_ms``: those the model answered, by the server's
+clock), cache hits, superseded requests with their time until superseded (the client's clock, from
+sending to the empty answer that came back after a newer request went out; they never got a
+suggestion, so they are not in the answered percentiles), empty answers that came back in time
+(``empty_*``: filtered, or nothing but whitespace), ``all_p50_ms``/``all_p95_ms`` over all three
+(a superseded request at its time until superseded, a lower bound on what it would have taken),
+the share of keys with a suggestion shown, the suggestions the filter held back,
+and the characters accepted (their share of the characters to type).
 Methods run one document at a time in rotating order, so load changes hit all of them alike.
 """
 
@@ -49,7 +54,9 @@ async def replay(
         )
 
     client.text_document_did_open(t.DidOpenTextDocumentParams(t.TextDocumentItem(uri, "python", 0, start)))
-    row = {"keys": 0, "shown": 0, "accepted_chars": 0, "ms": [], "late": 0, "chars": len(typed)}
+    row = {"keys": 0, "shown": 0, "accepted_chars": 0, "late": 0, "chars": len(typed)}
+    row.update(ms=[], empty_ms=[], superseded_ms=[])
+    latest = [0.0]  # when the newest request was sent
     n_stats = len(stats)
     i = 0
     while i < len(typed):
@@ -58,7 +65,7 @@ async def replay(
         row["keys"] += 1
         show(text)
         line, col = text.count("\n"), len(text) - text.rfind("\n") - 1
-        t0 = time.perf_counter()
+        t0 = latest[0] = time.perf_counter()
         fut = asyncio.ensure_future(
             client.text_document_completion_async(
                 t.CompletionParams(t.TextDocumentIdentifier(uri), t.Position(line, col))
@@ -67,7 +74,7 @@ async def replay(
         sent = {"uri": uri, "line": line, "col": col, "sent": t0}
         if trace is not None:
             trace.append(sent)
-        fut.add_done_callback(lambda f, t0=t0, sent=sent: _timed(row, f, t0, sent))
+        fut.add_done_callback(lambda f, t0=t0, sent=sent: _timed(row, f, t0, sent, latest[0] > t0))
         done, _ = await asyncio.wait([fut], timeout=key_s)
         if not done:
             row["late"] += 1
@@ -88,13 +95,18 @@ async def replay(
     row["superseded"] = sum(s.outcome == "superseded" for s in mine)
     row["filtered"] = sum(s.outcome == "filtered" for s in mine)
     row["model"] = sum(s.source == "model" and s.outcome == "done" for s in mine)
+    row["model_ms"] = [s.ms for s in mine if s.source == "model" and s.outcome == "done"]
     client.text_document_did_close(t.DidCloseTextDocumentParams(t.TextDocumentIdentifier(uri)))
     return row
 
 
-def _timed(row: dict, fut, t0: float, sent: dict) -> None:
-    """Latency of a request the model answered (a superseded one comes back empty and
-    incomplete when the next key arrives: its time says nothing about decoding)."""
+def _timed(row: dict, fut, t0: float, sent: dict, newer: bool) -> None:
+    """Latency of a request that got an answer (``ms``). An empty answer marked incomplete is
+    either a superseded request (``newer``: a newer request for the document went out before it
+    came back; its time until then goes to ``superseded_ms``: how long it ran, not how long
+    decoding would have taken; a blank answer that was also late lands here too, the client cannot
+    tell them apart) or one answered in time with nothing to show (filtered, or only whitespace:
+    ``empty_ms``)."""
     sent["received"] = t1 = time.perf_counter()
     if fut.cancelled() or fut.exception() is not None:
         return
@@ -102,6 +114,8 @@ def _timed(row: dict, fut, t0: float, sent: dict) -> None:
     if res.items or not res.is_incomplete:
         sent["answered"] = True
         row["ms"].append(1000 * (t1 - t0))
+    else:
+        row["superseded_ms" if newer else "empty_ms"].append(1000 * (t1 - t0))
 
 
 async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
@@ -145,11 +159,16 @@ async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
 def summarise(rows: dict[str, list[dict]], args: argparse.Namespace) -> dict:
     out = {"config": {k: str(v) for k, v in vars(args).items()}, "methods": {}}
     for name, rs in rows.items():
-        ms = [x for r in rs for x in r["ms"]]
-        total = {k: sum(r[k] for r in rs) for k in rs[0] if k != "ms"}
+        ms, model, sup, empty = ([x for r in rs for x in r[k]] for k in ("ms", "model_ms", "superseded_ms", "empty_ms"))
+        total = {k: sum(r[k] for r in rs) for k in rs[0] if not isinstance(rs[0][k], list)}
         out["methods"][name] = {
-            "p50_ms": statistics.median(ms) if ms else None,
-            "p95_ms": pct(ms, 0.95) if ms else None,
+            **_pcts("", ms),
+            **_pcts("model_", model),
+            **_pcts("superseded_", sup),
+            **_pcts("empty_", empty),
+            **_pcts("all_", ms + empty + sup),
+            "superseded_answers": len(sup),
+            "empty_answers": len(empty),
             **total,
             "shown_share": total["shown"] / total["keys"] if total["keys"] else 0.0,
             "accepted_share": total["accepted_chars"] / total["chars"] if total["chars"] else 0.0,
@@ -158,14 +177,19 @@ def summarise(rows: dict[str, list[dict]], args: argparse.Namespace) -> dict:
     return out
 
 
+def _pcts(prefix: str, ms: list[float]) -> dict:
+    return {f"{prefix}p50_ms": statistics.median(ms) if ms else None, f"{prefix}p95_ms": pct(ms, 0.95) if ms else None}
+
+
 def table(res: dict) -> str:
     head = f"{'config':24} {'p50':>6} {'p95':>6} {'keys':>5} {'shown':>6} {'late':>5} {'cache':>5} "
-    head += f"{'super':>5} {'filt':>5} {'acc ch':>7} {'acc %':>6}"
+    head += f"{'super':>5} {'sup50':>6} {'all95':>6} {'mod50':>6} {'filt':>5} {'acc ch':>7} {'acc %':>6}"
     lines = [head]
     for name, r in res["methods"].items():
         lines.append(
             f"{name:24} {r['p50_ms'] or 0:6.0f} {r['p95_ms'] or 0:6.0f} {r['keys']:5d} {r['shown_share']:6.0%} "
-            f"{r['late']:5d} {r['cache']:5d} {r['superseded']:5d} {r['filtered']:5d} "
+            f"{r['late']:5d} {r['cache']:5d} {r['superseded']:5d} {r['superseded_p50_ms'] or 0:6.0f} "
+            f"{r['all_p95_ms'] or 0:6.0f} {r['model_p50_ms'] or 0:6.0f} {r['filtered']:5d} "
             f"{r['accepted_chars']:7d} {r['accepted_share']:6.1%}"
         )
     return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""The draft's cache follows each prompt at prefill, and a request's first drafting step sees the
+target's step time measured by earlier requests (so auto k is measured from the first step)."""
+
+from __future__ import annotations
+
+from engine.config import GenerateSpec
+from engine.proposers.base import Context
+
+
+def _greedy(method: str, n: int, heal: str = "") -> GenerateSpec:
+    return GenerateSpec(method=method, max_new_tokens=n, heal=heal)
+
+
+def test_a_request_that_never_drafts_still_brings_the_draft_cache_along(engine, prompts):
+    draft = engine.proposer("draft")
+    ids = engine.encode(prompts[3])
+    engine.generate(engine.encode(prompts[0]), _greedy("draft", 8))  # the draft's cache: another prompt
+    engine.generate(ids, _greedy("draft", 1))  # one token: no drafting step, only the prefill
+    assert draft.ids == ids and draft.runner.length == len(ids)
+
+
+def test_a_few_tokens_behind_are_left_to_the_first_drafting_step(engine, prompts):
+    from engine import draft_warm
+
+    draft = engine.proposer("draft")
+    ids = engine.encode(prompts[4])
+    engine.generate(ids[:-3], _greedy("draft", 1))  # warm up to three tokens before
+    assert draft.ids == ids[:-3]
+    engine.generate(ids, _greedy("draft", 1))  # 3 behind: no extra draft forward at prefill
+    assert draft.ids == ids[:-3] and 0 < draft_warm.behind(draft, ids) <= draft_warm.WARM_MIN
+
+
+def test_warm_draft_keeps_greedy_output(engine, prompts):
+    ids = engine.encode(prompts[5])
+    plain = engine.generate(ids, _greedy("none", 32)).tokens
+    engine.generate(ids[:-3], _greedy("draft", 1))  # warm on a shorter prefix
+    assert engine.generate(ids, _greedy("draft", 32)).tokens == plain
+    assert engine.generate(ids, _greedy("draft", 32)).tokens == plain  # and fully warm
+
+
+def test_first_drafting_step_sees_an_earlier_requests_target_time(engine, prompts, monkeypatch):
+    draft = engine.proposer("draft")
+    engine.generate(engine.encode(prompts[1]), _greedy("draft", 8))
+    assert engine.target_ms and engine.target_ms > 0
+    seen: list[Context] = []
+    real = draft.propose
+    monkeypatch.setattr(draft, "propose", lambda ctx: (seen.append(ctx), real(ctx))[1])
+    engine.generate(engine.encode(prompts[2]), _greedy("draft", 8))
+    assert seen and seen[0].target_ms is not None  # before: None, so the first step drafted a blind 4
