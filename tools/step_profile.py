@@ -51,7 +51,7 @@ def profile(engine: Engine, prompts: list[list[int]], methods: list[str], n: int
             first = True
             for ev in engine.stream(ids, spec):
                 now = time.perf_counter()
-                t = ev.timings
+                t = ev.timings_ms
                 if not first:  # the first step includes the prefill
                     total = 1000 * (now - last)
                     other = total - t["propose"] - t["score"] - t["verify"]
@@ -68,7 +68,7 @@ def profile(engine: Engine, prompts: list[list[int]], methods: list[str], n: int
         if m == "none":
             plain_ms = row["plain"].get("step_ms")
         out[m] = row
-    for m, row in out.items():
+    for row in out.values():
         d = row["drafting"]
         if plain_ms and d["steps"]:
             row["step_ratio"] = d["step_ms"] / plain_ms
