@@ -55,7 +55,7 @@ def profile(engine: Engine, prompts: list[list[int]], methods: list[str], n: int
                 if not first:  # the first step includes the prefill
                     total = 1000 * (now - last)
                     other = total - t["propose"] - t["score"] - t["verify"]
-                    steps[m].append(dict(t, total=total, other=other, nodes=ev.drafted, tokens=len(ev.token_ids)))
+                    steps[m].append(dict(t, total=total, other=other, nodes=ev.draft_size, tokens=len(ev.token_ids)))
                 first, last = False, now
                 made[m] += len(ev.token_ids)
             wall[m] += time.perf_counter() - t_start
