@@ -127,6 +127,16 @@ def runners(engine: Engine, n: int):
     }
 
 
+def ratios(med: dict) -> dict:
+    """Each compiled variant over its eager one, and the lean loop over transformers' greedy."""
+    return {
+        "lean_compiled_vs_lean": med["lean_compiled"] / med["lean"],
+        "hf_compiled_vs_hf_greedy": med["hf_compiled"] / med["hf_greedy"],
+        "lean_vs_hf_greedy": med["lean"] / med["hf_greedy"],
+        "lean_compiled_vs_hf_compiled": med["lean_compiled"] / med["hf_compiled"],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=6)
@@ -164,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "median_tok_s": {k: statistics.median(v) for k, v in rows.items()},
         "identical_to_hf_greedy": same,
     }
+    res["ratios"] = ratios(res["median_tok_s"])
     print(json.dumps(res, indent=1))
     if a.json:
         with open(a.json, "w") as f:
