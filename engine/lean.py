@@ -22,6 +22,8 @@ Contract:
   ``layer(x, cos, sin, k, v, start, mask)``: x [T, H] at the positions whose tables are cos/sin
   [T, (n_heads + n_kv) hd]; keys/values go to ``k[:, start:start+T]``, ``v[...]`` ([n_kv, cap, hd]);
   attention covers slots [0, start + T) under ``mask`` (bool [T, start + T], None = all visible).
+- ``dims(cfg) -> (n_heads, n_kv, head_dim, eps)``: the attention and norm sizes of a Llama-style
+  config, read in one place for the lean draft and the lean target.
 - ``LeanLlama.supports(model)`` says whether a model can take this path (plain Llama: no
   attention/MLP bias, default RoPE, SiLU); ``forward(tokens)`` appends the tokens at the current
   length and returns the logits after the last one; ``truncate(n)`` keeps the first n positions.
@@ -102,6 +104,14 @@ class FusedLayer:
         return x + self.down(F.silu(g) * u)
 
 
+def dims(cfg) -> tuple[int, int, int, float]:
+    """(n_heads, n_kv, head_dim, eps) of a Llama-style config (n_kv and head_dim may be unset)."""
+    n_heads = cfg.num_attention_heads
+    n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
+    return n_heads, n_kv, head_dim, cfg.rms_norm_eps
+
+
 def causal_mask(T: int, start: int, device) -> torch.Tensor | None:
     """Causal within T new tokens, full view of ``start`` cached ones; None for one token."""
     if T == 1:
@@ -125,11 +135,8 @@ class LeanLlama:
 
     @torch.inference_mode()
     def __init__(self, model: torch.nn.Module, capacity: int = 1024) -> None:
-        cfg, m = model.config, model.get_decoder()
-        self.n_heads = cfg.num_attention_heads
-        self.n_kv = getattr(cfg, "num_key_value_heads", None) or self.n_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
-        self.eps = cfg.rms_norm_eps
+        m = model.get_decoder()
+        self.n_heads, self.n_kv, self.head_dim, self.eps = dims(model.config)
         self.embed = m.embed_tokens.weight
         self.layers = [FusedLayer.of(layer, self.n_heads, self.n_kv, self.eps) for layer in m.layers]
         self.head = P.Linear(model.get_output_embeddings().weight * m.norm.weight)

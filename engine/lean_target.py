@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from . import cache as kv
-from .lean import FusedLayer, LeanLlama, causal_mask, rope_table
+from .lean import FusedLayer, LeanLlama, causal_mask, dims, rope_table
 
 
 class LeanTarget:
@@ -33,11 +33,8 @@ class LeanTarget:
 
     @torch.inference_mode()
     def __init__(self, model: torch.nn.Module, fold_rope: bool = False) -> None:
-        cfg, m = model.config, model.get_decoder()
-        self.n_heads = cfg.num_attention_heads
-        self.n_kv = getattr(cfg, "num_key_value_heads", None) or self.n_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
-        self.eps = cfg.rms_norm_eps
+        m = model.get_decoder()
+        self.n_heads, self.n_kv, self.head_dim, self.eps = dims(model.config)
         self.embed = m.embed_tokens.weight
         self.norm = m.norm.weight
         self.layers = [FusedLayer.of(layer, self.n_heads, self.n_kv, self.eps, fold_rope) for layer in m.layers]

@@ -51,6 +51,28 @@ def test_auto_k_chooses_a_plain_step_when_drafting_does_not_pay():
     assert runs == [0] * (PROBE_EVERY - 1) + [1]
 
 
+def test_a_new_request_starts_its_own_run_of_plain_steps():
+    from types import SimpleNamespace
+
+    from engine.proposers.draft import DraftModel
+
+    prop = DraftModel.__new__(DraftModel)  # the k decision only: no model is run for plain steps
+    prop.tracker, prop.step_ms, prop.verify_cost = AcceptanceTracker(), 1.0, 0.1
+    prop.plain_run, prop.chose_plain, prop._request = 0, False, None
+    prop.tracker.accepted, prop.tracker.rejections = 0.0, 10.0  # alpha 0: drafting never pays
+    spec = SimpleNamespace(k="auto", confidence=None)
+
+    def step(tokens):
+        return prop.propose(SimpleNamespace(tokens=tokens, spec=spec, budget=50, k_max=4, target_ms=1.0))
+
+    first = [1, 2]
+    for _ in range(3):
+        assert step(first).n == 0 and prop.chose_plain
+    assert prop.plain_run == 3
+    step([1, 2, 3])  # another request's token list
+    assert prop.plain_run == 1
+
+
 def test_engine_counts_auto_plain_steps_and_keeps_the_tokens(engine, prompts):
     from engine.config import GenerateSpec, SamplingParams
 

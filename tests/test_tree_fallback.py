@@ -72,6 +72,15 @@ def test_steps_of_another_request_are_not_counted() -> None:
     assert fb.sums[True] == [0.0, 0.0, 0.0]
 
 
+def test_a_new_request_starts_its_own_run_of_plain_steps() -> None:
+    clock = Clock()
+    fb = PlainFallback(clock=clock, probe_every=4)
+    _run(fb, clock, 3, draft_s=2.0, draft_tokens=1)  # draft, plain, plain: a run of 2
+    assert fb.plain_run == 2
+    got = _run(fb, clock, 4, draft_s=2.0, draft_tokens=1)  # a new token list: a new request
+    assert got == [True, True, True, False]  # its probe comes after its own 3 plain steps, not 1
+
+
 @pytest.mark.parametrize("method", ["medusa", "eagle"])
 def test_plain_steps_keep_the_tokens(engine, prompts, method) -> None:
     prop = engine.proposers[method]

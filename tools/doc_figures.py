@@ -144,6 +144,11 @@ FIGURES = {
     "pp_tau_draft4": lambda: f"{T.expected_tokens_per_position(draft_row()['conditional_alpha_per_position'][:4]):.2f}",
     "iid_tau_draft4": lambda: f"{T.expected_tokens(draft_row()['alpha'], 4):.2f}",
 }
+# the second headline run and the full contention run (docs/bench.md): the same figures as README's
+for _tag, _file in (("run2", "bench-cpu-lean-run2"), ("contention", "bench-contention-cpu-full")):
+    FIGURES[f"{_tag}_table"] = lambda f=_file: doc_bench.table(load(f))
+    for _a, _b in (("none", "hf_greedy"), ("draft", "hf_assisted"), ("lookup", "hf_lookup")):
+        FIGURES[f"{_tag}_{_a}_vs_{_b}"] = lambda f=_file, a=_a, b=_b: doc_bench.ratio(load(f), a, b)
 
 
 def value(name: str) -> str:

@@ -17,7 +17,9 @@ a GPU's nearly is); without it a confident draft drafts longer than pays. When n
 decoding (speedup <= 1), auto k chooses k = 0, a plain step (``choose_k``; every ``PROBE_EVERY``-th
 such step in a row drafts one token to keep measuring alpha), and sets ``chose_plain``, which the
 engine counts in the step stats (``Stats.auto_plain``): speculation is then never slower than
-plain decoding by more than the probes. The request's k
+plain decoding by more than the probes. ``plain_run`` counts one request's steps: a new request
+(another token list) starts it at 0, while alpha and c carry over (they describe the models and the
+machine). The request's k
 (``ctx.spec.k``) and the registry's cap for auto (``ctx.k_max``) travel with each call.
 
 ``ctx.spec.confidence`` ends the chain early at a position where the draft's own top probability
@@ -128,8 +130,11 @@ class DraftModel:
         self.ids: list[int] = []
         self.tracker = AcceptanceTracker()
         self.step_ms: float | None = None
-        self.plain_run = 0  # plain steps auto k chose in a row
-        self.chose_plain = False  # the last propose was a plain step by auto k's choice (step stats)
+        # per request (the token list a request grows; a new list resets them): plain steps auto k
+        # chose in a row, and whether the last propose was one (the engine's step stats read it)
+        self.plain_run = 0
+        self.chose_plain = False
+        self._request: list[int] | None = None
         self.vocab = vocab
 
     @property
@@ -170,6 +175,8 @@ class DraftModel:
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
         self.tracker.observe(ctx.tokens)
+        if ctx.tokens is not self._request:  # a new request: its run of plain steps starts at 0
+            self._request, self.plain_run = ctx.tokens, 0
         k = min(self.current_k(ctx), ctx.budget)
         self.chose_plain = ctx.spec.k == "auto" and k <= 0 < ctx.budget
         self.plain_run = self.plain_run + 1 if self.chose_plain else 0

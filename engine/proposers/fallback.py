@@ -14,6 +14,7 @@ Contract:
   (only with ``ctx.spec.k == "auto"``): never before a drafting step was measured; one plain step
   to measure it when no plain step was; then ``drafting_pays``, except that every
   ``probe_every``-th plain step in a row drafts, so the drafting rate keeps being measured.
+  ``plain_run`` belongs to one request (a new token list starts it at 0); the rates carry over.
   ``drafted(n)`` after it says whether the step drafted (a proposer may return an empty draft for
   its own reasons); ``chose_plain`` is what the engine counts in ``Stats.auto_plain``.
 """
@@ -41,8 +42,11 @@ class PlainFallback:
 
     def _record(self, ctx, now: float) -> None:
         last, self._last = self._last, None
-        if last is None or last[0] is not ctx.tokens or len(ctx.tokens) <= last[1]:
-            return  # another request (or nothing committed): not a step of this one
+        if last is None or last[0] is not ctx.tokens:
+            self.plain_run = 0  # another request: its own run of plain steps
+            return
+        if len(ctx.tokens) <= last[1]:
+            return  # nothing committed: not a step
         s = self.sums[last[3]]
         for i, v in enumerate((1.0, float(len(ctx.tokens) - last[1]), now - last[2])):
             s[i] = self.decay * s[i] + v
