@@ -30,6 +30,7 @@ from engine.config import GenerateSpec
 from engine.lean import causal_mask
 from engine.session import Engine
 from tools.bench import load_prompts
+from tools.results import write_results
 
 
 class CompiledStack(torch.nn.Module):
@@ -176,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     res["ratios"] = ratios(res["median_tok_s"])
     print(json.dumps(res, indent=1))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+    write_results(res, a.json)
     return 0
 
 

@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from tools.results import write_results
+
 
 def positions(text: str, n: int, rng: random.Random) -> list[int]:
     """Up to ``n`` cursor offsets, each inside a line with at least 8 characters of code after it."""
@@ -38,13 +40,6 @@ def positions(text: str, n: int, rng: random.Random) -> list[int]:
             spots.append(start + rng.randint(body + 2, len(line) - 8))
         start += len(line) + 1
     return sorted(rng.sample(spots, min(n, len(spots))))
-
-
-def write_results(res: dict, path: Path | None) -> None:
-    """The results as JSON at ``path`` (its folder made), if a path is given (``--json``)."""
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(res, indent=1), encoding="utf-8")
 
 
 def pct(values: list[float], q: float) -> float:

@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--serve"]:
         return serve(argv[1:])
     from tools import lsp_replay
+    from tools.results import write_results
 
     p = argparse.ArgumentParser(prog="python -m tools.lsp_profile", description=__doc__.split("\n\n")[2])
     lsp_replay.add_arguments(p, methods="none")
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"config": {k: str(v) for k, v in vars(args).items()}, "methods": breakdown(server, trace)}
     print(table(res))
     if args.json:
-        lsp_replay.write_results(res, args.json)
+        write_results(res, args.json)
     return 0
 
 

@@ -33,7 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-from tools.lsp_bench import pct, write_results
+from tools.lsp_bench import pct
+from tools.results import write_results
 
 
 async def replay(

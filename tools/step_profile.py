@@ -21,6 +21,7 @@ from app.args import DEFAULT_PROMPTS
 from engine.config import GenerateSpec
 from engine.session import Engine
 from tools.bench import load_prompts
+from tools.results import write_results
 
 
 def _kind(rows: list[dict]) -> dict:
@@ -94,9 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"prompts": len(prompts), "max_new_tokens": a.max_new_tokens, "k": a.k}
     res["methods"] = profile(engine, prompts, methods, a.max_new_tokens, k)
     print(json.dumps(res, indent=1))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+    write_results(res, a.json)
     return 0
 
 
