@@ -22,6 +22,8 @@ Contract:
   ``layer(x, cos, sin, k, v, start, mask)``: x [T, H] at the positions whose tables are cos/sin
   [T, (n_heads + n_kv) hd]; keys/values go to ``k[:, start:start+T]``, ``v[...]`` ([n_kv, cap, hd]);
   attention covers slots [0, start + T) under ``mask`` (bool [T, start + T], None = all visible).
+  ``rotary(y, cos, sin)`` and ``finish(x, att)`` are the layer's two halves around attention, for
+  forwards that attend their own way (the batch's ragged rows, ``batch/lean_rows.py``).
 - ``dims(cfg) -> (n_heads, n_kv, head_dim, eps)``: the attention and norm sizes of a Llama-style
   config, read in one place for the lean draft and the lean target.
 - ``LeanLlama.supports(model)`` says whether a model can take this path (plain Llama: no
@@ -83,25 +85,32 @@ class FusedLayer:
         ln = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
         return cls(*(m.weight for m in w), *ln, n_heads, n_kv, eps, fold_rope)
 
+    def rotary(self, y: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
+        """(q|k rotated, v) from the fused projection's output y [T, ...] (cos/sin [T, (H + KV) hd])."""
+        T, D = y.shape[0], (self.H + self.KV) * self.hd
+        if self.fold_rope:
+            return torch.addcmul(y[:, :D] * cos, y[:, D : 2 * D], sin), y[:, 2 * D :]  # rotary, fused
+        # rotate_half on the fly: a smaller weight, for a step that streams it from memory
+        h = y[:, :D].view(T, self.H + self.KV, 2, self.hd // 2)
+        return torch.addcmul(y[:, :D] * cos, torch.cat([-h[:, :, 1], h[:, :, 0]], -1).view(T, D), sin), y[:, D:]
+
+    def finish(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        """The layer's output from its input x and the attention ``att`` [T, H hd]: o, residual, MLP."""
+        x = x + self.o(att)
+        g, u = self.gate_up(F.rms_norm(x, (x.shape[-1],), None, self.eps)).chunk(2, dim=-1)
+        return x + self.down(F.silu(g) * u)
+
     def __call__(self, x, cos, sin, k, v, start: int, mask) -> torch.Tensor:
         T, H, KV, hd = x.shape[0], self.H, self.KV, self.hd
-        D, end, n = (H + KV) * hd, start + T, (x.shape[-1],)
-        y = self.qkv(F.rms_norm(x, n, None, self.eps))
-        if self.fold_rope:
-            qk, vv = torch.addcmul(y[:, :D] * cos, y[:, D : 2 * D], sin), y[:, 2 * D :]  # rotary, fused
-        else:  # rotate_half on the fly: a smaller weight, for a step that streams it from memory
-            h = y[:, :D].view(T, H + KV, 2, hd // 2)
-            qk = torch.addcmul(y[:, :D] * cos, torch.cat([-h[:, :, 1], h[:, :, 0]], -1).view(T, D), sin)
-            vv = y[:, D:]
+        end = start + T
+        qk, vv = self.rotary(self.qkv(F.rms_norm(x, (x.shape[-1],), None, self.eps)), cos, sin)
         k[:, start:end] = qk[:, H * hd :].view(T, KV, hd).transpose(0, 1)
         v[:, start:end] = vv.view(T, KV, hd).transpose(0, 1)
         q = qk[:, : H * hd].view(T, H, hd).transpose(0, 1)
         att = F.scaled_dot_product_attention(
             q[None], k[None, :, :end], v[None, :, :end], attn_mask=mask, enable_gqa=KV != H
         )
-        x = x + self.o(att[0].transpose(0, 1).reshape(T, H * hd))
-        g, u = self.gate_up(F.rms_norm(x, n, None, self.eps)).chunk(2, dim=-1)
-        return x + self.down(F.silu(g) * u)
+        return self.finish(x, att[0].transpose(0, 1).reshape(T, H * hd))
 
 
 def dims(cfg) -> tuple[int, int, int, float]:

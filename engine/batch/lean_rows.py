@@ -145,14 +145,8 @@ def ragged_layer(layer, x, cos, sin, kv, write, groups: list[Group]) -> torch.Te
     """One ``lean.FusedLayer`` over tokens flattened across rows: x [N, hidden] with per-token
     rotary tables cos/sin [N, D]; keys/values written at ``kv[0/1][write[0], :, write[1]]`` (slot,
     cache index per token); each ``Group``'s queries attend over its slots' first ``T`` keys."""
-    H, KV, hd, eps = layer.H, layer.KV, layer.hd, layer.eps
-    D, N, n = (H + KV) * hd, x.shape[0], (x.shape[-1],)
-    y = layer.qkv(F.rms_norm(x, n, None, eps))
-    if layer.fold_rope:
-        qk, vv = torch.addcmul(y[:, :D] * cos, y[:, D : 2 * D], sin), y[:, 2 * D :]
-    else:  # as FusedLayer: rotate_half on the fly
-        h = y[:, :D].view(N, H + KV, 2, hd // 2)
-        qk, vv = torch.addcmul(y[:, :D] * cos, torch.cat([-h[:, :, 1], h[:, :, 0]], -1).view(N, D), sin), y[:, D:]
+    H, KV, hd, N = layer.H, layer.KV, layer.hd, x.shape[0]
+    qk, vv = layer.rotary(layer.qkv(F.rms_norm(x, (x.shape[-1],), None, layer.eps)), cos, sin)
     kc, vc = kv
     kc[write[0], :, write[1]] = qk[:, H * hd :].view(N, KV, hd)
     vc[write[0], :, write[1]] = vv.reshape(N, KV, hd)
@@ -163,9 +157,7 @@ def ragged_layer(layer, x, cos, sin, kv, write, groups: list[Group]) -> torch.Te
         att = x.new_empty((N, H * hd))
         for g in groups:
             att[g.tok] = _attend(qs[g.tok], kc, vc, g, KV != H)
-    x = x + layer.o(att)
-    g_, u = layer.gate_up(F.rms_norm(x, n, None, eps)).chunk(2, dim=-1)
-    return x + layer.down(F.silu(g_) * u)
+    return layer.finish(x, att)
 
 
 def _attend(qs, kc, vc, g: Group, gqa: bool) -> torch.Tensor:

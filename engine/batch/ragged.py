@@ -3,7 +3,8 @@
 Why: the draft model is a few layers where a transformers forward is nearly all per-op overhead;
 running it once per row and drafting position costs rows x k forwards per step. This runs ONE
 forward per drafting position over every draft row, with ``lean.FusedLayer``'s weights (RMSNorm
-folded, RoPE fused into the QKV projection: the same layer body as the single-request lean draft)
+folded, RoPE fused into the QKV projection: the same layer body as the single-request lean draft,
+run over ragged rows by ``lean_rows.ragged_layer`` as the batch target's layers are)
 and tokens flattened across rows, so the linears see no padding.
 
 Contract: ``RaggedLlama(model, slots, capacity)`` (``supports(model)`` as ``LeanLlama``) keeps
@@ -23,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..lean import LeanLlama, causal_mask, rope_table
+from .lean_rows import Group, ragged_layer
 
 
 class RaggedLlama:
@@ -59,7 +61,6 @@ class RaggedLlama:
         row_of, col = torch.tensor(row_l, device=dev), torch.tensor(col_l, device=dev)
         pos = torch.tensor([rows[b][2] + i for b, i in zip(row_l, col_l)], device=dev)
         slots = [s for s, _, _ in rows]
-        slot_ids = torch.tensor(slots, device=dev)
         slot_of = torch.tensor([slots[b] for b in row_l], device=dev)
         tokens = torch.tensor([t for _, ts, _ in rows for t in ts], device=dev)
         starts = torch.tensor([s for _, _, s in rows], device=dev)
@@ -67,31 +68,15 @@ class RaggedLlama:
         keys = torch.arange(T, device=dev)
         qi = torch.arange(Q, device=dev)
         mask = (keys[None, None, :] <= (starts[:, None, None] + qi[None, :, None]))[:, None]
-        lo = slots[0]
-        contiguous = slots == list(range(lo, lo + B))
+        contiguous = slots == list(range(slots[0], slots[0] + B))
+        view = slice(slots[0], slots[0] + B) if contiguous else torch.tensor(slots, device=dev)
+        group = Group(torch.arange(len(row_l), device=dev), (row_of, col), (B, Q), view, T, mask)
         x = self.embed[tokens]
         cos, sin = self.cos[pos], self.sin[pos]
-        H, KV, hd = self.H, self.KV, self.hd
-        D, N, nh = (H + KV) * hd, x.shape[0], (x.shape[-1],)
         for i, layer in enumerate(self.layers):
-            y = layer.qkv(F.rms_norm(x, nh, None, self.eps))
-            qk = torch.addcmul(y[:, :D] * cos, y[:, D : 2 * D], sin)
-            kc, vc = self.k[i], self.v[i]
-            kc[slot_of, :, pos] = qk[:, H * hd :].view(N, KV, hd)
-            vc[slot_of, :, pos] = y[:, 2 * D :].view(N, KV, hd)
-            q = x.new_zeros(B, Q, H, hd)
-            q[row_of, col] = qk[:, : H * hd].view(N, H, hd)
-            if contiguous:
-                K, V = kc[lo : lo + B, :, :T], vc[lo : lo + B, :, :T]
-            else:
-                K, V = kc.index_select(0, slot_ids)[:, :, :T], vc.index_select(0, slot_ids)[:, :, :T]
-            att = F.scaled_dot_product_attention(q.transpose(1, 2), K, V, attn_mask=mask, enable_gqa=KV != H)
-            att = att.transpose(1, 2)[row_of, col].reshape(N, H * hd)
-            x = x + layer.o(att)
-            g, u = layer.gate_up(F.rms_norm(x, nh, None, self.eps)).chunk(2, dim=-1)
-            x = x + layer.down(F.silu(g) * u)
+            x = ragged_layer(layer, x, cos, sin, (self.k[i], self.v[i]), (slot_of, pos), [group])
         last = torch.tensor(lens, device=dev).cumsum(0) - 1
-        return self.head(F.rms_norm(x[last], nh, None, self.eps)).float()
+        return self.head(F.rms_norm(x[last], (x.shape[-1],), None, self.eps)).float()
 
     def _one(self, slot: int, tokens: list[int], start: int) -> torch.Tensor:
         """One row: ``lean.LeanLlama.forward``'s own computation on the slot's cache views."""

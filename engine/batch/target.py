@@ -139,14 +139,15 @@ class BatchTarget:
         cache takes next) in ONE forward: the chunk and the running rows' steps share one pass over
         the weights. Returns ``score``'s list; fed slots get None."""
         n = max([len(entries), *(s + 1 for s in feeds)])
-        merged = list(entries) + [None] * (n - len(entries))
+        padded = list(entries) + [None] * (n - len(entries))
+        merged = list(padded)
         for s, rest in feeds.items():
             if merged[s] is not None:
                 raise ValueError(f"slot {s} both scored and fed")
             merged[s] = (rest[0], Draft.chain(rest[1:]))
         h = self._run(merged, 0)
         self._feed(feeds, h, 0)
-        return self._logits(list(entries) + [None] * (n - len(entries)), h)
+        return self._logits(padded, h)
 
     def _batch(self, entries: list, lo: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
         """Inputs of one forward over slots lo .. lo + len(entries) - 1 (see the module docstring)."""
