@@ -44,11 +44,11 @@ def _cut(new_ids: list[int], eos_ids: set[int]) -> list[int]:
     return new_ids
 
 
-def hf_runners(
-    engine, assistant_tokens: int | None = None, lookup_tokens: int = 10
-) -> dict[str, tuple[Callable[[list[int], int], list[int]], dict]]:
+def hf_generate(engine) -> Callable[..., list[int]]:
+    """``generate(ids, max_new_tokens, **kw)``: transformers' greedy ``generate`` on the engine's
+    target (extra ``kw`` go to it: an assistant, prompt lookup, a compile config), the new tokens
+    up to and with the first EOS, capped at the engine's context as our engine is."""
     target = engine.target.model
-    draft = engine.draft_model
     eos = sorted(engine.eos_ids)
     pad = eos[0] if eos else None
     device = engine.target.device
@@ -72,6 +72,16 @@ def hf_runners(
             hf_logging.set_verbosity(verbosity)
         return _cut([int(t) for t in out[0, len(ids) :]], engine.eos_ids)
 
+    return generate
+
+
+def hf_runners(
+    engine, assistant_tokens: int | None = None, lookup_tokens: int = 10
+) -> dict[str, tuple[Callable[[list[int], int], list[int]], dict]]:
+    draft = engine.draft_model
+    eos = sorted(engine.eos_ids)
+    pad = eos[0] if eos else None
+    generate = hf_generate(engine)
     common = {"do_sample": False, "pad_token_id": pad}
     runners = {"hf_greedy": (lambda ids, n: generate(ids, n), dict(common))}
     if draft is not None:

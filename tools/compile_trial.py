@@ -30,6 +30,7 @@ from engine.config import GenerateSpec
 from engine.lean import causal_mask
 from engine.session import Engine
 from tools.bench import load_prompts
+from tools.bench_hf import hf_generate
 from tools.results import write_results
 
 
@@ -98,22 +99,12 @@ def compile_lean(engine: Engine):
 def runners(engine: Engine, n: int):
     from transformers import CompileConfig
 
-    model, eos = engine.target.model, sorted(engine.eos_ids)
     cc = CompileConfig(dynamic=False, mode=None, options={"freezing": True})
     cc._compile_all_devices = True
+    generate = hf_generate(engine)
 
     def hf(ids, **kw):
-        x = torch.tensor([ids])
-        with torch.inference_mode():
-            out = model.generate(
-                input_ids=x,
-                attention_mask=torch.ones_like(x),
-                do_sample=False,
-                max_new_tokens=n,
-                pad_token_id=eos[0],
-                **kw,
-            )
-        return [int(t) for t in out[0, len(ids) :]]
+        return generate(ids, n, **kw)
 
     spec = GenerateSpec(method="none", max_new_tokens=n)
 
