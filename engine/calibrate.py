@@ -10,18 +10,22 @@ Contract:
   ``{"target": {"hf": us, "lean": us}, "threads": {n: us}, "threads_on": path, "load": loadavg,
   "linear": {"OxI": {rows: {"stock": us, "packed": us}}},
   "draft": {"lean": us, "hf": us}, "eagle": {"fused": us, "reference": us}}`` (keys absent where a
-  part is not loaded or has one path only).
+  part is not loaded or has one path only); ``calibrate_lowp.measure`` adds ``"precision": {part:
+  {precision: us}}``, each proposer's decoding work right after a target step, once the paths above
+  are installed.
 - ``decide(timings, margin) -> dict``: the choices, a pure function of the timings (tests inject
   them): ``threads`` (fewest within ``margin`` of the fastest), ``linear`` ``{"OxI": [packed? per
   row bucket]}`` (packed only where it beats stock by more than ``margin``), ``target``, ``draft``
-  and ``eagle`` (the faster path, ties to the simpler one: transformers' forward, the trained module).
+  and ``eagle`` (the faster path, ties to the simpler one: transformers' forward, the trained module),
+  ``precision`` ``{part: precision}`` (float32 unless another wins by more than ``margin``; among
+  those within ``margin`` of the fastest, the most precise).
   Fewest threads within the margin, because under contention one thread degrades far less than
   two (OpenMP threads wait on a busy core; docs/bench.md has the figures).
 - ``apply(engine, choices)`` installs them (``packed.set_plan``, ``torch.set_num_threads``, the
   target's and proposers' ``use``); ``calibrate(engine, mode)`` is measure + decide + apply with the
-  cache: mode ``"auto"`` reads the cache (or measures and writes it; a cache whose plain step is
-  clearly slower than a quick re-measurement now was taken under load and is measured again:
-  ``stale``), ``"recalibrate"`` measures and rewrites it, ``"off"`` installs nothing (stock
+  cache: mode ``"auto"`` reads the cache (or measures and writes it; a cache whose plain step
+  differs clearly from a quick re-measurement now, either way, was taken on a machine in another
+  state and is measured again: ``stale``), ``"recalibrate"`` measures and rewrites it, ``"off"`` installs nothing (stock
   everywhere). Returns a ``Calibration``.
 - The cache: one JSON file per key in ``cache_dir()`` (``$SPECDEC_CACHE``, else
   ``$XDG_CACHE_HOME/specdec``, else ``~/.cache/specdec``); the key hashes the CPU model and count,
@@ -41,18 +45,21 @@ from pathlib import Path
 
 import torch
 
+from . import calibrate_lowp as CL
+from . import lowp as LOWP
 from . import packed as P
 
 MARGIN = 0.05  # a path must win by more than this fraction to replace the simpler one
 PATHS = {"target": ("hf", "lean"), "draft": ("hf", "lean"), "eagle": ("reference", "fused")}  # (simpler, other)
-STALE = 0.15  # a cache whose plain step is this much slower than a re-measurement now was taken under load
+STALE = 0.15  # a cache whose plain step differs this much from a re-measurement now is measured again
 
 
 def stale(cached_us: float | None, now_us: float, tolerance: float = STALE) -> bool:
-    """Whether cached timings were taken on a busier machine than this one is now: the plain step
-    re-measured now is faster than the cached figure by more than ``tolerance``. (A machine busier
-    now than then keeps the cache: the quiet measurement is the better one.)"""
-    return cached_us is not None and now_us < cached_us * (1 - tolerance)
+    """Whether cached timings were taken on a machine in another state than this one is now: the
+    plain step re-measured now differs from the cached figure by more than ``tolerance`` of it,
+    faster (the cache was taken under load) or slower (the machine is busier or slower now, and
+    its choices, threads above all, may differ: they are measured again and the cache rewritten)."""
+    return cached_us is not None and abs(now_us - cached_us) > cached_us * tolerance
 
 
 def shape_key(shape) -> str:
@@ -75,7 +82,18 @@ def decide(timings: dict, margin: float = MARGIN) -> dict:
             out[part] = other if t[other] < t[simple] * (1 - margin) else simple
         elif t:
             out[part] = next(iter(t))
+    if timings.get("precision"):
+        out["precision"] = {part: _precision(t, margin) for part, t in timings["precision"].items()}
     return out
+
+
+def _precision(t: dict, margin: float) -> str:
+    """float32 unless another precision beats it by more than ``margin``; then the most precise of
+    those within ``margin`` of the fastest (``lowp.PRECISIONS`` is ordered most precise first)."""
+    best = min(t.values())
+    if "fp32" in t and best >= t["fp32"] * (1 - margin):
+        return "fp32"
+    return next(p for p in LOWP.PRECISIONS if p in t and t[p] <= best * (1 + margin))
 
 
 def cpu_name() -> str:
@@ -98,6 +116,7 @@ def key_fields(engine) -> dict:
         "dtype": str(next(target.parameters()).dtype),
         "shapes": sorted(shape_key(s) for s in _shapes(engine)),
         "parts": sorted(_parts(engine)),
+        "precision_parts": sorted(CL.parts(engine)),
         "target": [target.config.model_type, target.config.num_hidden_layers, target.config.hidden_size],
     }
 
@@ -156,7 +175,7 @@ class Calibration:
     def summary(self) -> str:
         """One paragraph for ``specdec bench``: what was chosen, from which timings."""
         if self.mode == "off":
-            return "calibration: off (stock F.linear everywhere, lean draft, fused EAGLE decoder)"
+            return "calibration: off (stock F.linear everywhere, lean draft, fused EAGLE decoder, float32 proposers)"
         c, t = self.choices, self.timings
         src = "cached" if self.cached else f"measured in {self.seconds:.2f} s"
         lines = [f"calibration ({src}{', ' + self.path if self.path else ''}):"]
@@ -167,6 +186,9 @@ class Calibration:
             if part in c:
                 ts = ", ".join(f"{p} {us:.0f} us" for p, us in t.get(part, {}).items())
                 lines.append(f"  {part} forward: {c[part]} ({ts})")
+        for part, p in c.get("precision", {}).items():
+            ts = ", ".join(f"{q} {us:.0f} us" for q, us in t.get("precision", {}).get(part, {}).items())
+            lines.append(f"  {part} weights: {p} (its decoding work after a target step: {ts})")
         for key, picks in c.get("linear", {}).items():
             rows = t.get("linear", {}).get(key, {})
             cells = [
@@ -200,6 +222,10 @@ def apply(engine, choices: dict) -> None:
     for part, prop in _parts(engine).items():
         if part in choices:
             prop.use(choices[part])
+    lowp_parts = CL.parts(engine)
+    for part, precision in choices.get("precision", {}).items():
+        if part in lowp_parts:
+            lowp_parts[part].set_precision(precision)
 
 
 def _stale(engine, timings: dict) -> bool:
@@ -229,6 +255,9 @@ def calibrate(engine, mode: str = "auto") -> Calibration:
         from .calibrate_time import measure
 
         timings = measure(engine, _shapes(engine), _parts(engine))
+        if CL.parts(engine):  # the precisions are timed on the paths just chosen
+            apply(engine, decide(timings))
+            timings["precision"] = CL.measure(engine, CL.parts(engine))
         path = write_cache(fields, timings)
     choices = decide(timings)
     apply(engine, choices)

@@ -25,7 +25,8 @@ Contract:
   place (its version counter moved). Inference only (no autograd).
 - ``Linear(W, b)`` is the proposers' decoding linear (lean draft, Medusa, EAGLE), the same rule per
   call; ``Linear.shared(module)`` reads a module's own packed copy: the target hands EAGLE its LM
-  head this way (``Target.head``), so EAGLE reads the very memory the target just read.
+  head this way (``Target.head``), so EAGLE reads the very memory the target just read. A
+  proposer's ``Linear`` may carry ``low``, a lower-precision copy (``lowp.py``), which it then runs.
 - ``seen_shapes()``: the float32 CPU weight shapes hooked or wrapped so far; ``shapes_in(obj)``
   those reachable from an object (an engine's target and proposers), for calibration.
 """
@@ -164,6 +165,7 @@ class Linear:
         self.ok = available(self.weight)
         self._module: torch.nn.Linear | None = None
         self._packed: torch.Tensor | None = None
+        self.low = None  # a lower-precision copy a proposer's calibration chose (lowp.py)
 
     @classmethod
     def shared(cls, module: torch.nn.Linear) -> Linear:
@@ -181,6 +183,8 @@ class Linear:
         return self._packed
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.low is not None:
+            return self.low(x)
         if self.ok and x.dtype == torch.float32 and use_packed(self.shape, _rows(x)):
             return linear(x, self.packed, self.bias)
         return F.linear(x, self.weight, self.bias)

@@ -31,7 +31,21 @@ def chi2_pvalue(counts: np.ndarray, p: np.ndarray, n: int) -> float:
 
 
 @pytest.mark.slow
-def test_first_token_of_a_speculative_step_is_distributed_as_p(engine):
+@pytest.mark.parametrize("precision", ["calibrated", "int8"])
+def test_first_token_of_a_speculative_step_is_distributed_as_p(engine, precision):
+    """Also with the draft's weights in int8 (engine/lowp.py), whose q differs most from float32's."""
+    draft = engine.proposers["draft"]
+    if precision != "calibrated":
+        if precision not in draft.precisions:
+            pytest.skip(f"no {precision} weights here")
+        draft.set_precision(precision)
+    try:
+        _first_token_test(engine)
+    finally:
+        draft.set_precision(engine.calibration.choices.get("precision", {}).get("draft", "fp32"))
+
+
+def _first_token_test(engine):
     ids = engine.encode(PROMPT)
     with torch.inference_mode():
         p = to_probs(engine.target.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), T).numpy()

@@ -35,6 +35,7 @@ import time
 import torch
 
 from .. import cache as kv
+from .. import lowp
 from ..lean import LeanLlama
 from ..sampling import sample, to_probs
 from ..seq import common_prefix, resync
@@ -140,6 +141,18 @@ class DraftModel:
     @property
     def paths(self) -> tuple[str, ...]:
         return tuple(self.runners)
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The lean forward's weight precisions here (``lowp.py``); calibration picks one."""
+        lean = self.runners.get("lean")
+        return lowp.precisions(lean.embed) if lean is not None else ("fp32",)
+
+    def set_precision(self, precision: str, keep: bool = False) -> None:
+        """The lean forward's linears in ``precision`` from now on; q stays the distribution of the
+        logits actually sampled from, so exactness is untouched."""
+        if "lean" in self.runners:
+            lowp.set_all(self.runners["lean"], precision, keep)
 
     def use(self, path: str) -> None:
         """Draft through ``path`` ("lean" or "hf") from now on; its cache starts empty."""

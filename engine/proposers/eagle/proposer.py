@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from ... import lowp
 from ... import packed as P
 from ...seq import resync
 from ...tree import Draft
@@ -72,6 +73,7 @@ class Eagle:
             self._head = lm_head
         else:
             self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
+        self._own_head: P.Linear | None = None  # a lower-precision copy of it (set_precision)
         self.vocab = vocab
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.expand_min = expand_min
@@ -90,6 +92,22 @@ class Eagle:
         self.decoder = self.decoders[path]
         self.ids, self.kv.length = [], 0
 
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The fused decoder's and the LM head's weight precisions here (``lowp.py``)."""
+        return lowp.precisions(self._head.weight)
+
+    def set_precision(self, precision: str, keep: bool = False) -> None:
+        """The fused decoder's linears and EAGLE's reads of the LM head in ``precision``; the target's
+        own head is never changed (EAGLE then reads a copy of it, in that precision)."""
+        lowp.set_all(self.decoders["fused"], precision, keep)
+        if precision == "fp32" and not keep:
+            self._own_head = None
+        elif precision != "fp32":
+            self._own_head = self._own_head or P.Linear(self._head.weight, self._head.bias)
+        if self._own_head is not None:
+            lowp.set_precision(self._own_head, precision, keep)
+
     @classmethod
     def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, head=None, **kw) -> Eagle:
         """``head``: the target's LM head as the engine's ``Target.head`` hands it (shared packed
@@ -99,7 +117,8 @@ class Eagle:
         return cls(layer, target.get_input_embeddings().weight, head or module, vocab, **kw)
 
     def _logp(self, feats: torch.Tensor) -> torch.Tensor:
-        logits = self._head(feats)
+        head = self._own_head if self._own_head is not None and self._own_head.low is not None else self._head
+        logits = head(feats)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
 
     def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:

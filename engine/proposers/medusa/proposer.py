@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ... import lowp
 from ... import packed as P
 from ...tree import Draft
 from ..base import Context
@@ -62,6 +63,14 @@ class Medusa:
         self.depth = torch.tensor([len(p) - 1 for p in ordered])
         self.rank = torch.tensor([p[-1] for p in ordered])
         self.top = max(p[-1] for p in ordered) + 1
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The heads' weight precisions here (``lowp.py``; the draft is deterministic, so any is exact)."""
+        return lowp.precisions(self.heads.proj[0].weight)
+
+    def set_precision(self, precision: str, keep: bool = False) -> None:
+        lowp.set_all(self._pairs, precision, keep)
 
     @property
     def n_nodes(self) -> int:
