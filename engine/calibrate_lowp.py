@@ -29,7 +29,7 @@ from .config import GenerateSpec
 from .proposers.base import Context
 from .tree import Draft
 
-SAMPLES = 3
+SAMPLES = 2
 TEXT = (
     "def read_lines(path):\n"
     '    """Return the stripped lines of a text file."""\n'
