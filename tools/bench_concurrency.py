@@ -10,7 +10,8 @@ which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``lo
 and lookup on a backend with the load policy (``adaptive=True``, engine/batch/adapt.py). ``hf`` adds transformers'
 own continuous batching (``model.generate_batch`` with ``max_requests_per_batch = c``, greedy) on
 a second copy of the target (it switches the model's attention implementation), with identity
-checks. ``main(args)`` prints a table and writes ``--json`` and an SVG chart next to it; grids
+checks. ``main(args)`` prints a table and writes ``--json`` (with ``measured_utc``: the Teach
+view's chart draws the grid measured last) and an SVG chart next to it; grids
 measured in slices merge with ``python -m tools.bench_merge`` (``merge``, ``write_merged``).
 Speed is measured here, never asserted; run under ``flock /tmp/specdec-bench.lock``.
 """
@@ -187,6 +188,9 @@ def merge(results: list[dict]) -> dict:
     local = next(r for r in results[0]["rows"] if r["row"] == "local")
     levels = sorted({c for res in results for c in res["levels"]})
     out = {k: v for k, v in results[0].items() if k not in ("rows", "levels")}
+    stamps = [res["measured_utc"] for res in results if res.get("measured_utc")]
+    if stamps:
+        out["measured_utc"] = max(stamps)  # the Teach view draws the grid measured last
     locals_ = [r["tok_s"] for res in results for r in res["rows"] if r["row"] == "local"]
     rows.sort(key=lambda r: ({"batch": 0, "load": 1, "hf_cb": 2}[r["row"]], r["c"]))
     return {**out, "levels": levels, "local_tok_s": locals_, "rows": [local, *rows]}
@@ -212,6 +216,7 @@ def main(args) -> int:
     methods = ["none"] + [m for m in (args.methods or engine.methods) if m != "none" and m in engine.methods]
     result = run_concurrency(engine, prompts, args.concurrency, methods, args.max_new_tokens, args.compare_hf)
     result["prompts_file"] = str(args.prompts)
+    result["measured_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
