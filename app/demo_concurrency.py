@@ -28,7 +28,7 @@ from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "docs" / "results"
 DEFAULT = "concurrency-cpu.json"  # round two's grid, from before results carried measured_utc
-NAMES = {"batch": "{m}", "load": "{m} + load policy", "hf_cb": "transformers CB"}
+NAMES = {"batch": "{m}", "load": "{m} + load policy", "hf_cb": "transformers CB", "vllm": "vLLM {m}"}
 
 
 def _name(row: dict) -> str:
