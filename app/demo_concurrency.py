@@ -1,18 +1,22 @@
 """The Teach view's "many users at once" chart: measured tokens/s against concurrency, per method.
 
 Why: speculation and batching compete for the same compute, so the fuller the batch, the less
-drafting pays; the measured crossing is the lesson. The figures are the shipped bench result
-(``docs/results/concurrency-cpu.json``, written by ``specdec bench --concurrency``; docs/batching.md
-says how it was measured), drawn by the same chart code as the docs (``tools.bench_concurrency.chart``)
-as inline SVG, the demo's chart style (no plot library redraws in the page).
+drafting pays; the measured crossing is the lesson. The figures are the latest shipped bench
+result (``latest()``: of ``docs/results/concurrency-cpu*.json``, written by ``specdec bench
+--concurrency`` or merged by ``tools.bench_merge``, the one with the greatest ``measured_utc``;
+docs/batching.md says how it was measured), drawn by the same chart code as the docs
+(``tools.bench_concurrency.chart``) as inline SVG, the demo's chart style (no plot library redraws
+in the page).
 
 Contract:
 - ``stops_paying(result) -> dict``: per concurrency c, the fastest row and whether plain decoding
   (``none``) beat every fixed-k speculative row there; ``"from"`` is the smallest measured c from
   which plain decoding stays fastest (None if speculation still pays at the largest c).
-- ``concurrency_html(path)``: one ``<figure data-chart="concurrency">`` with the SVG (scaled to its
-  column) and a caption from ``stops_paying``; a missing or unreadable file gives a one-line note
-  instead (the demo keeps working).
+- ``latest(folder) -> Path``: the grid measured last (files without ``measured_utc``, written
+  before it was recorded, count as older than any with it; among those ``DEFAULT``).
+- ``concurrency_html(path=None)`` (None: ``latest()``): one ``<figure data-chart="concurrency">``
+  with the SVG (scaled to its column) and a caption from ``stops_paying``; a missing or unreadable
+  file gives a one-line note instead (the demo keeps working).
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ import json
 import re
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "concurrency-cpu.json"
-NAMES = {"batch": "{m}", "load": "{m} + load policy", "hf_cb": "transformers CB"}
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "docs" / "results"
+DEFAULT = "concurrency-cpu.json"  # round two's grid, from before results carried measured_utc
+NAMES = {"batch": "{m}", "load": "{m} + load policy", "hf_cb": "transformers CB", "vllm": "vLLM {m}"}
 
 
 def _name(row: dict) -> str:
@@ -51,7 +56,20 @@ def stops_paying(result: dict) -> dict:
     return {"per_c": per_c, "from": start}
 
 
-def concurrency_html(path: Path = RESULTS) -> str:
+def latest(folder: Path = RESULTS_DIR) -> Path:
+    best, when = Path(folder) / DEFAULT, ""
+    for path in sorted(Path(folder).glob("concurrency-cpu*.json")):
+        try:
+            stamp = str(json.loads(path.read_text(encoding="utf-8")).get("measured_utc") or "")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if stamp > when:
+            best, when = path, stamp
+    return best
+
+
+def concurrency_html(path: Path | None = None) -> str:
+    path = latest() if path is None else path
     try:
         result = json.loads(Path(path).read_text(encoding="utf-8"))
         from tools.bench_concurrency import chart

@@ -78,3 +78,22 @@ def test_the_policy_probes_plain_steps_too():
         p.observe_row("lookup", 4, 4, 4, 0.0)
     ks = [p.choose(["lookup"] * 4, 4) for _ in range(64)]
     assert ks.count(0) == 2 and ks.count(8) >= 60
+
+
+def test_a_batch_of_one_keeps_its_methods_own_k():
+    from types import SimpleNamespace
+
+    from engine.batch.adapt import cap_rows
+
+    def row(method):
+        return SimpleNamespace(spec=SimpleNamespace(k="auto", method=method), k_cap=3)
+
+    p = _policy(lambda rows, q: 10.0)
+    one = [row("lookup")]
+    cap_rows(p, one, 1)
+    assert one[0].k_cap is None and p.steps == 0  # no choice made, no probe spent
+    two = [row("lookup"), row("draft")]
+    cap_rows(p, two, 2)
+    assert p.steps == 1 and all(r.k_cap is not None for r in two)
+    cap_rows(p, two[:1], 1)
+    assert two[0].k_cap is None  # rows drop to one: the cap is lifted

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.demo_concurrency import RESULTS, concurrency_html, stops_paying
+from app.demo_concurrency import concurrency_html, latest, stops_paying
 
 
 def _result(cells: dict[tuple[str, str], dict[int, float]]) -> dict:
@@ -26,7 +26,8 @@ def test_stops_paying_finds_where_plain_decoding_stays_fastest():
 
 
 def test_the_chart_draws_every_shipped_row_and_says_where_speculation_stops_paying():
-    result = json.loads(RESULTS.read_text(encoding="utf-8"))
+    result = json.loads(latest().read_text(encoding="utf-8"))
+    assert result.get("measured_utc"), "the shipped grid drawn is one that says when it was measured"
     page = concurrency_html()
     assert page.count("<svg") == 1 and 'data-chart="concurrency"' in page
     assert 'style="width:100%;height:auto"' in page  # scales to its column
@@ -40,3 +41,16 @@ def test_the_chart_draws_every_shipped_row_and_says_where_speculation_stops_payi
 def test_a_missing_result_gives_a_note_not_an_error(tmp_path):
     page = concurrency_html(tmp_path / "none.json")
     assert "No concurrency measurement" in page and "<svg" not in page
+
+
+def test_the_latest_grid_is_the_one_measured_last(tmp_path):
+    def write(name: str, **extra) -> None:
+        (tmp_path / name).write_text(json.dumps({"rows": [], **extra}), encoding="utf-8")
+
+    write("concurrency-cpu.json")
+    assert latest(tmp_path).name == "concurrency-cpu.json"  # nothing says when: the default
+    write("concurrency-cpu-b.json", measured_utc="2026-12-01T21:00:00Z")
+    write("concurrency-cpu-a.json", measured_utc="2026-12-01T22:00:00Z")
+    write("concurrency-cpu-z.json")
+    (tmp_path / "concurrency-cpu-broken.json").write_text("{", encoding="utf-8")
+    assert latest(tmp_path).name == "concurrency-cpu-a.json"

@@ -158,6 +158,14 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         "and hf_lookup, interleaved with our rows",
     )
     h.add_argument(
+        "--compare-vllm",
+        type=lambda v: v.split(","),
+        default=None,
+        metavar="LIST",
+        help="with --concurrency: also run these methods (e.g. none,draft) through vLLM's own server from its "
+        "venv at every level (tools/bench_vllm_rows.py; about a minute of start-up per method)",
+    )
+    h.add_argument(
         "--hf-assistant-tokens",
         type=_positive,
         default=None,

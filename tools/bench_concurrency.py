@@ -10,8 +10,10 @@ which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``lo
 and lookup on a backend with the load policy (``adaptive=True``, engine/batch/adapt.py). ``hf`` adds transformers'
 own continuous batching (``model.generate_batch`` with ``max_requests_per_batch = c``, greedy) on
 a second copy of the target (it switches the model's attention implementation), with identity
-checks. ``main(args)`` prints a table and writes ``--json`` and an SVG chart next to it; grids
-measured in slices merge with ``python -m tools.bench_merge`` (``merge``, ``write_merged``).
+checks. ``vllm`` (``--compare-vllm none,draft``) adds vLLM's own server on the same prompts and
+levels (``tools/bench_vllm_rows.py``, rows ``vllm``). ``main(args)`` prints a table and writes
+``--json`` (with ``measured_utc``: the Teach view's chart draws the grid measured last) and an SVG
+chart next to it; grids measured in slices merge with ``python -m tools.bench_merge`` (``merge``, ``write_merged``).
 Speed is measured here, never asserted; run under ``flock /tmp/specdec-bench.lock``.
 """
 
@@ -87,7 +89,9 @@ def _hf_cell(model, ids: list[list[int]], c: int, max_new: int, eos: int) -> tup
     return {"tokens": tokens, "wall_s": wall, "tok_s": tokens / wall}, out
 
 
-def run_concurrency(engine, prompts: list[str], levels: list[int], methods: list[str], max_new: int, hf: bool):
+def run_concurrency(
+    engine, prompts: list[str], levels: list[int], methods: list[str], max_new: int, hf: bool, vllm=None
+):
     from engine.batch import BatchBackend
     from engine.local import LocalBackend
 
@@ -125,6 +129,10 @@ def run_concurrency(engine, prompts: list[str], levels: list[int], methods: list
             cell, out = _hf_cell(model, ids, c, max_new, eos)
             rows.append({"row": "hf_cb", "method": "none", "c": c, **cell, "identical": out == ref})
             print(f"  c={c:<3} hf_cb   {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+    if vllm:
+        from .bench_vllm_rows import vllm_rows
+
+        rows += vllm_rows(ids, levels, max_new, ref, vllm)
     return {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "rows": rows}
 
 
@@ -152,7 +160,7 @@ def markdown(result: dict) -> str:
         cells = {r["c"]: r for r in result["rows"] if (r["row"], r["method"]) == (kind, m)}
         vals = [f"{cells[c]['tok_s']:.0f} ({cells[c]['tok_s'] / base:.1f}x)" if c in cells else "" for c in levels]
         same = all(r["identical"] for r in cells.values())
-        name = {"batch": m, "load": f"{m} + load policy", "hf_cb": "transformers CB"}[kind]
+        name = {"batch": m, "load": f"{m} + load policy", "hf_cb": "transformers CB", "vllm": f"vLLM {m}"}[kind]
         lines.append(f"| {name} | " + " | ".join(vals) + f" | {same} |")
     ttft = [r for r in result["rows"] if r["row"] == "batch" and r["method"] == "none"]
     lines.append("")
@@ -176,6 +184,10 @@ def chart(result: dict) -> str:
     hf = [(r["c"], r["tok_s"]) for r in result["rows"] if r["row"] == "hf_cb"]
     if hf:
         series.append(Series("transformers CB", [p[0] for p in hf], [p[1] for p in hf], "#d62728", DASHED))
+    for m in dict.fromkeys(r["method"] for r in result["rows"] if r["row"] == "vllm"):
+        pts = [(r["c"], r["tok_s"]) for r in result["rows"] if r["row"] == "vllm" and r["method"] == m]
+        colour = "#8c564b" if m == "none" else colours.get(m, "#17becf")
+        series.append(Series(f"vLLM {m}", [p[0] for p in pts], [p[1] for p in pts], colour, DASHED))
     return line_chart(series, "aggregate tokens/s against concurrency", "concurrent clients", "tokens/s", None)
 
 
@@ -187,8 +199,11 @@ def merge(results: list[dict]) -> dict:
     local = next(r for r in results[0]["rows"] if r["row"] == "local")
     levels = sorted({c for res in results for c in res["levels"]})
     out = {k: v for k, v in results[0].items() if k not in ("rows", "levels")}
+    stamps = [res["measured_utc"] for res in results if res.get("measured_utc")]
+    if stamps:
+        out["measured_utc"] = max(stamps)  # the Teach view draws the grid measured last
     locals_ = [r["tok_s"] for res in results for r in res["rows"] if r["row"] == "local"]
-    rows.sort(key=lambda r: ({"batch": 0, "load": 1, "hf_cb": 2}[r["row"]], r["c"]))
+    rows.sort(key=lambda r: ({"batch": 0, "load": 1, "hf_cb": 2, "vllm": 3}[r["row"]], r["c"]))
     return {**out, "levels": levels, "local_tok_s": locals_, "rows": [local, *rows]}
 
 
@@ -210,8 +225,10 @@ def main(args) -> int:
     prompts = load_prompts(args.prompts, args.limit or 16)
     engine = load_engine(args)
     methods = ["none"] + [m for m in (args.methods or engine.methods) if m != "none" and m in engine.methods]
-    result = run_concurrency(engine, prompts, args.concurrency, methods, args.max_new_tokens, args.compare_hf)
+    vllm = getattr(args, "compare_vllm", None)
+    result = run_concurrency(engine, prompts, args.concurrency, methods, args.max_new_tokens, args.compare_hf, vllm)
     result["prompts_file"] = str(args.prompts)
+    result["measured_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

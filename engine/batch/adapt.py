@@ -137,6 +137,10 @@ def cap_rows(policy: LoadPolicy, live: list, n_rows: int) -> None:
     """One draft cap for the rows (``batch.rows.Row``) whose k is "auto" and whose method drafts
     a chain; the others keep their own k."""
     adaptive = [r for r in live if r.spec.k == "auto" and r.spec.method in ADAPTIVE]
+    if n_rows == 1:  # nothing shares the forward: the solo path's own k (draft's own fallback)
+        for row in adaptive:
+            row.k_cap = None
+        return
     if adaptive:
         k = policy.choose([r.spec.method for r in adaptive], n_rows)
         for row in adaptive:

@@ -24,35 +24,35 @@ forward and the thread plan.
 ``adaptive=True`` calibrates the target's cost per (rows, tokens) at start and lets
 ``adapt.LoadPolicy`` cap the draft of every ``k = "auto"`` draft / lookup row each step (0 = plain
 step) to maximise the batch's estimated tokens/s; the cap is in each event's ``batch["k"]``.
-``threads="auto"`` measures at start how many threads a forward of n rows should run on
-(``threads.ThreadPlan``; a batch of one keeps the engine's calibrated count) and sets them before
-each forward, back to the calibrated count when idle; an int fixes one count; None leaves them.
+``threads="auto"`` learns from the forwards it runs how many threads a forward of n tokens should
+run on (``threads.ThreadPlan.learn``; a batch of one keeps the engine's calibrated count) and sets
+them before each forward, back to the calibrated count when idle; an int fixes one count; None
+leaves them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ..backend import Capabilities, Handle, Limits
-from ..local import _abandoned
 from ..queue_front import QueueFront
-from .adapt import LoadPolicy, cap_rows
+from .adapt import LoadPolicy
 from .memory import plan_slots
 from .propose import Proposers
 from .rows import Forks, Row
+from .steps import Steps
 from .target import BatchTarget
 from .threads import ThreadPlan, time_rows
 
 log = logging.getLogger("specdec.batch")
 
 
-class BatchBackend(QueueFront):
+class BatchBackend(Steps, QueueFront):
     capabilities = Capabilities(heal=True)
 
     def __init__(
@@ -148,7 +148,7 @@ class BatchBackend(QueueFront):
     def _plan_threads(self) -> None:
         arg, solo = self._threads_arg, torch.get_num_threads()
         if arg == "auto":
-            self.threads = ThreadPlan.measure(lambda rows, q: time_rows(self._target, rows, q), self.slots, solo)
+            self.threads = ThreadPlan.learn(solo)
         elif arg is not None:
             self.threads = ThreadPlan({2: int(arg)}, solo)
 
@@ -174,99 +174,6 @@ class BatchBackend(QueueFront):
         live = [r for r in self.rows if r.prefilled]
         if live:
             self._step(live)
-
-    def _pick(self, rows: list[Row]) -> tuple[list[Row], list[int]]:
-        """At most ``prefill_chunk`` prompt tokens in all, oldest request first: the oldest
-        newcomer gets its first token soonest and running rows wait one chunk."""
-        for row in [r for r in rows if r.spec.heal and not r.heal_fitted]:
-            try:
-                row.fit_heal(self._engine)
-            except Exception as e:  # noqa: BLE001 - this row fails (e.g. nothing spells the text)
-                rows.remove(row)
-                self._target.free(row.slot)
-                self._end(row, "error", e)
-        picked, budget = [], self.prefill_chunk
-        for row in sorted(rows, key=lambda r: r.handle.seq):
-            need = max(0, len(row.ids) - 1 - len(self._target.ids[row.slot]))
-            if need == 0 or budget > 0:  # nothing to feed (a one-token prompt) or room left
-                picked.append((row, min(need, budget)))
-                budget -= min(need, budget)
-        return [r for r, _ in picked], [c for _, c in picked]
-
-    def _prefill(self, rows: list[Row], chunks: list[int]) -> None:
-        """The picked chunks in one forward of their own."""
-        if self.threads is not None:
-            self.threads.apply(sum(chunks))
-        t0 = time.perf_counter()
-        try:
-            done = self._target.prefill_many([(r.slot, r.ids) for r in rows], chunks)
-        except Exception as e:  # noqa: BLE001 - these rows fail, never the batch
-            log.exception("prefill failed")
-            for row in rows:
-                self._target.free(row.slot)
-                self._end(row, "error", e)
-            return
-        self._prefilled(rows, done, time.perf_counter() - t0)
-
-    def _prefilled(self, rows: list[Row], done: list[bool], dt: float) -> None:
-        for row, ok in zip(rows, done):
-            row.t_prefill += dt
-            if ok:
-                row.start(self._engine.tokenizer, row.t_prefill)
-
-    def _step(self, live: list[Row], picked: tuple[list[Row], list[int]] | None = None) -> None:
-        engine, target = self._engine, self._target
-        entries: list = [None] * len(self.rows)
-        t_step = time.perf_counter()
-        if self.policy is not None:
-            self.policy.chosen = None
-            cap_rows(self.policy, live, len(self.rows))
-        failed = self._proposers.propose(live, target, engine.context)
-        bad = {id(r) for r, _ in failed}
-        live = [r for r in live if id(r) not in bad]
-        for row in live:
-            entries[row.slot] = (row.tokens[-1], row.draft)
-        feeds: dict = {}
-        if picked is not None:
-            if not live:  # every running row failed to propose: the chunks go alone
-                self._prefill(*picked)
-            else:
-                feeds = target.chunks([(r.slot, r.ids) for r in picked[0]], picked[1])
-        if live:
-            if self.threads is not None:
-                tokens = sum(1 + e[1].n for e in entries if e is not None) + sum(map(len, feeds.values()))
-                self.threads.apply(tokens)
-            t0 = time.perf_counter()
-            logits = target.step(entries, feeds) if feeds else target.score(entries)
-            score_ms = 1000 * (time.perf_counter() - t0)
-            if picked is not None:
-                rows = picked[0]
-                self._prefilled(rows, [len(target.ids[r.slot]) == len(r.ids) - 1 for r in rows], score_ms / 1000)
-            self.steps += 1
-            produced = sum(r.produced for r in live)
-            for row in live:
-                self._deliver(row, row.finish(engine, target, logits[row.slot], score_ms, len(live)))
-            if self.policy is not None:
-                self.policy.observe_forward(len(entries), max(1 + e[1].n for e in entries if e), score_ms)
-                for row in live:
-                    self.policy.observe_row(row.spec.method, *row.counts, row.t_propose)
-                new = sum(r.produced for r in live) - produced
-                self.policy.observe_step(len(entries), new, 1000 * (time.perf_counter() - t_step))
-        for row, e in failed:
-            self._end(row, "error", e)
-        for row in [r for r in live if r.stop is not None]:
-            self._end(row, row.stop)
-
-    @staticmethod
-    def _deliver(row: Row, ev) -> None:
-        handle = row.handle
-        handle.steps += 1
-        if handle.cancel_reason is not None:  # cancelled during this step: not delivered
-            row.stop = None
-            return
-        handle._push(ev)
-        if ev.stop is None and _abandoned(handle):
-            handle.steps_at_cancel, handle.cancel_reason = handle.steps, "abandoned"
 
     def _end(self, row: Row, stop: str, error: BaseException | None = None) -> None:
         """End a row's request and free its slot; the last row moves into it."""

@@ -155,31 +155,33 @@ class BatchTarget:
 
     def _inputs(self, items: list) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
         """Token ids, positions [B, Q], additive mask [B, 1, Q, T] and prefix lengths of the rows
-        ``items[b] = (slot, entry)`` (entry None: the row takes no part)."""
+        ``items[b] = (slot, entry)`` (entry None: the row takes no part). The mask is built in a
+        few whole-batch ops: query i of a row with prefix L sees keys j <= L + i (its prefix and a
+        chain's causal part); a tree row's own block is then its ancestors; padded queries and
+        rows that take no part see key 0 only (no all-blocked softmax row; discarded)."""
         entries = [e for _, e in items]
         B = len(entries)
-        Q = max(1 + e[1].n for e in entries if e is not None)
+        qs = [0 if e is None else 1 + e[1].n for e in entries]
+        Q = max(qs)
         starts = [len(self.ids[s]) for s, _ in items]
         T = min(max(starts) + Q, self.capacity)
-        ids = torch.zeros(B, Q, dtype=torch.long)
-        pos = torch.zeros(B, Q, dtype=torch.long)
-        mask = torch.full((B, 1, Q, T), self._blocked, dtype=self.dtype)
-        mask[:, 0, :, 0] = 0  # padded queries see one key (no all-blocked softmax row); discarded
+        tok, at = [[0] * Q for _ in range(B)], [[0 if e is None else L] * Q for L, e in zip(starts, entries)]
         for b, e in enumerate(entries):
-            if e is None:
-                continue
-            pending, draft = e
-            L, q = starts[b], 1 + draft.n
-            ids[b, 0] = pending
-            ids[b, 1:q] = draft.tokens
-            pos[b, :q] = L + (torch.arange(q) if draft.is_chain else torch.tensor([0, *draft.depths()]))
-            pos[b, q:] = L
-            mask[b, 0, :q, :L] = 0
-            if draft.is_chain:
-                mask[b, 0, :q, L : L + q] = torch.triu(torch.full((q, q), self._blocked, dtype=self.dtype), 1)
-            else:
-                mask[b, 0, :q, L : L + q] = tree_attention_mask(draft, 0, self.dtype)[0, 0]
-        return ids, pos, mask, starts
+            if e is not None:
+                pending, draft = e
+                L, q = starts[b], qs[b]
+                tok[b][:q] = [pending, *draft.tokens.tolist()]
+                at[b][:q] = range(L, L + q) if draft.is_chain else [L + d for d in (0, *draft.depths())]
+        j = torch.arange(T)
+        visible = j <= (torch.tensor(starts)[:, None] + torch.arange(Q))[..., None]  # [B, Q, T]
+        visible &= (torch.arange(Q)[None, :] < torch.tensor(qs)[:, None])[..., None]
+        visible[:, :, 0] = True
+        for b, e in enumerate(entries):
+            if e is not None and not e[1].is_chain:
+                L, q = starts[b], qs[b]
+                visible[b, :q, L : L + q] = tree_attention_mask(e[1], 0, self.dtype)[0, 0, :, : T - L] == 0
+        mask = torch.zeros((B, 1, Q, T), dtype=self.dtype).masked_fill_(~visible[:, None], self._blocked)
+        return torch.tensor(tok, dtype=torch.long), torch.tensor(at, dtype=torch.long), mask, starts
 
     @torch.inference_mode()
     def score(self, entries: list) -> list[torch.Tensor | None]:

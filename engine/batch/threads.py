@@ -1,28 +1,34 @@
-"""How many threads a batch forward runs on, by the tokens it carries: measured at start.
+"""How many threads a batch forward runs on, by the tokens it carries: learnt from the real forwards.
 
 Why: the engine's calibration (``engine/calibrate.py``) picks the thread count on the solo plain
 step, one token, where a second thread buys nothing on this machine (the step is memory- and
 overhead-bound; docs/bench.md). A batch forward of 8 or 16 rows has real arithmetic and attention
 per row, and there a second core cut the forward by a quarter to a third (docs/batching.md has the
 figures). No constant can say where the crossing lies on another CPU, so the batch measures it.
+It measures on the forwards it really runs: round three timed synthetic forwards at start, and on
+the model thread (a worker thread, whose OpenMP team behaves unlike the main thread's) that
+start-up timing picked one thread for 8 rows in most runs, where the real 8-row forwards ran a
+quarter faster on two (docs/batching.md, round four).
 
-Contract: ``ThreadPlan.measure(time_fn, slots, solo, counts)`` times ``time_fn(rows, 1)`` (ms;
-``time_rows``: the batch target's forward over ``rows`` idle slots each made to hold half a slot of
-prefix, since attention over a long prefix is where threads pay) at rows 2, 4, 8, ...
-up to ``slots`` with each thread count in ``counts`` (interleaved, best of ``repeats``) and keeps,
-per row count, the fewest threads within ``MARGIN`` of the fastest (as calibration does: under
-contention fewer threads degrade less), never fewer than a smaller row count got (timing noise
-must not make a larger batch run on fewer threads); one untimed forward over every slot first.
-``threads(tokens)`` is the choice for a forward of that
-many tokens: the largest measured row count at or below it, ``solo`` below 2 (a batch of one runs
-exactly as the solo path). ``apply(tokens)`` sets ``torch.set_num_threads`` when it changes; call it
-on the thread that runs the forward. ``table`` is JSON-ready (``{rows: threads}``) for stats.
+Contract: ``ThreadPlan(table, solo)`` is a fixed plan: ``threads(tokens)`` is the count of the
+largest key of ``table`` at or below ``tokens``, ``solo`` below it. ``ThreadPlan.learn(solo,
+counts)`` learns one count per size bucket (tokens 2-3, 4-7, 8-15, ... : ``bucket``): the
+scheduler calls ``apply(tokens)`` before each forward (it sets ``torch.set_num_threads`` when the
+count changes; call it on the thread that runs the forward) and ``observe(ms)`` after it. A bucket
+tries every count in turn until each has ``WARM`` forwards, then runs the count whose median ms per
+token over its last ``KEEP`` forwards is lowest, preferring the fewest threads within ``MARGIN`` of
+it (under contention fewer threads degrade less), and every ``PROBE``-th forward of the bucket runs
+another count so a changed machine is noticed. Below 2 tokens (a batch of one) it is always
+``solo``: one row runs exactly as the solo path. ``table`` is JSON-ready (``{bucket's first size:
+threads}``, what each bucket runs now) for stats; ``samples`` the forwards seen per bucket.
 Exactness never depends on this: thread counts change float rounding at most (docs/batching.md).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 
 import torch
 
@@ -30,49 +36,81 @@ from ..calibrate_time import thread_counts
 from ..tree import Draft
 
 MARGIN = 0.05
+WARM = 4  # forwards per (bucket, count) before the bucket trusts its medians
+KEEP = 24  # recent forwards per (bucket, count) the median is taken over
+PROBE = 16  # every PROBE-th forward of a bucket runs the count it is not running
+
+
+def bucket(tokens: int) -> int:
+    """The first size of ``tokens``' bucket: 2-3 -> 2, 4-7 -> 4, 8-15 -> 8, ... (1 for one token)."""
+    b = 1
+    while b * 2 <= tokens:
+        b *= 2
+    return b
 
 
 class ThreadPlan:
-    def __init__(self, table: dict[int, int], solo: int) -> None:
-        self.table, self.solo = dict(sorted(table.items())), solo
-        self.timings: dict = {}
+    def __init__(self, table: dict[int, int], solo: int, counts: list[int] | None = None) -> None:
+        self._fixed, self.solo = dict(sorted(table.items())), solo
+        self.counts = sorted(set(counts)) if counts else None  # None: a fixed plan
+        self._ms: dict[tuple[int, int], deque] = {}
+        self._seen: dict[int, int] = {}
+        self._choice: dict[int, int] = {}
+        self._applied: tuple[int, int, int] | None = None  # (bucket, threads, tokens) of the forward
 
     @classmethod
-    def measure(cls, time_fn, slots: int, solo: int, counts: list[int] | None = None, repeats: int = 3) -> ThreadPlan:
+    def learn(cls, solo: int, counts: list[int] | None = None) -> ThreadPlan:
         counts = sorted(set(counts or thread_counts()))
-        before, table, timings = torch.get_num_threads(), {}, {}
-        rows = 2
-        try:
-            if len(counts) > 1 and slots >= 2:
-                time_fn(slots, 1)  # untimed: the first forward touches every slot's cache pages
-            while rows <= slots and len(counts) > 1:
-                best = {n: float("inf") for n in counts}
-                for _ in range(repeats):
-                    for n in counts:
-                        torch.set_num_threads(n)
-                        best[n] = min(best[n], time_fn(rows, 1))
-                fastest = min(best.values())
-                pick = min(n for n, t in best.items() if t <= fastest * (1 + MARGIN))
-                table[rows] = max(pick, *table.values()) if table else pick  # more rows never fewer threads
-                timings[rows] = {n: round(t, 3) for n, t in best.items()}
-                rows *= 2
-        finally:
-            torch.set_num_threads(before)
-        plan = cls(table, solo)
-        plan.timings = timings
-        return plan
+        return cls({}, solo, counts if len(counts) > 1 else None)
+
+    @property
+    def table(self) -> dict[int, int]:
+        return dict(self._fixed) if self.counts is None else dict(sorted(self._choice.items()))
+
+    @property
+    def samples(self) -> dict[int, int]:
+        return dict(sorted(self._seen.items()))
 
     def threads(self, tokens: int) -> int:
-        n = self.solo
-        for rows, t in self.table.items():
-            if rows <= tokens:
-                n = t
-        return n
+        if tokens < 2:
+            return self.solo
+        if self.counts is None:
+            n = self.solo
+            for rows, t in self._fixed.items():
+                if rows <= tokens:
+                    n = t
+            return n
+        return self._pick(bucket(tokens))
+
+    def _pick(self, b: int) -> int:
+        seen = self._seen.get(b, 0)
+        counts = self.counts
+        cold = [n for n in counts if len(self._ms.get((b, n), ())) < WARM]
+        if cold:  # in turn, fewest samples first
+            return min(cold, key=lambda n: len(self._ms.get((b, n), ())))
+        med = {n: statistics.median(self._ms[(b, n)]) for n in counts}
+        fastest = min(med.values())
+        best = min(n for n in counts if med[n] <= fastest * (1 + MARGIN))
+        self._choice[b] = best
+        if seen % PROBE == PROBE - 1:
+            others = [n for n in counts if n != best]
+            return others[(seen // PROBE) % len(others)]
+        return best
 
     def apply(self, tokens: int) -> None:
         n = self.threads(tokens)
+        self._applied = (bucket(tokens), n, tokens) if tokens >= 2 and self.counts is not None else None
         if n != torch.get_num_threads():  # process-wide: someone else may have set it
             torch.set_num_threads(n)
+
+    def observe(self, ms: float) -> None:
+        """The forward ``apply`` prepared took ``ms``."""
+        if self._applied is None:
+            return
+        b, n, tokens = self._applied
+        self._applied = None
+        self._ms.setdefault((b, n), deque(maxlen=KEEP)).append(ms / tokens)
+        self._seen[b] = self._seen.get(b, 0) + 1
 
 
 def time_rows(target, rows: int, q: int, prefix: int | None = None) -> float:
