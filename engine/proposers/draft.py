@@ -172,6 +172,20 @@ class DraftModel:
         self.ids = self.ids[:keep]
         return self._logits(tokens[keep:]), len(tokens) - keep
 
+    def behind(self, tokens: list[int]) -> int:
+        """How many of ``tokens`` the draft's cache would have to be fed to reach them (longest
+        common prefix, the last token always fed: it is the pending one)."""
+        if not tokens:
+            return 0
+        return len(tokens) - resync(self.ids, self.runner.length, tokens, len(tokens) - 1)
+
+    @torch.inference_mode()
+    def catch_up(self, tokens: list[int]) -> int:
+        """Bring the draft's cache to ``tokens`` now (the proposer interface's optional hook,
+        ``proposers.base``; ``engine/draft_warm.py`` calls it after the target's prefill), the
+        same feeding ``propose`` does first; returns how many tokens were fed."""
+        return self._resync(tokens)[1] if tokens else 0
+
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
         self.tracker.observe(ctx.tokens)
