@@ -8,8 +8,9 @@ Contract:
   ``lookup`` with ``lookup_documents`` on, the corpus prompt lookup may also copy from (the rest
   of the document, then the other open documents; see
   ``engine.seq.find_continuation``). It raises ``ConfigError`` for an empty prompt. With text
-  after the cursor on its line, the stop mode is ``line``. ``forget(uri)`` drops a closed
-  document's cached token ids.
+  after the cursor on its line, the stop mode is ``line``. ``forget(uri)`` drops what is kept
+  for a closed document: its cached token ids, and, where the backend offers ``drop_prefix``
+  (the in-process one), the target's kept prefix states of its last prompt.
 - ``Completer.run(job, stale, on_step)`` (a coroutine) submits the job and reads its events; it
   cancels the request as soon as ``completion.cut`` says the continuation ended, ``stale()`` turns
   true (a newer request for the same document), or the coroutine itself is cancelled
@@ -63,14 +64,20 @@ class Completer:
         self.backend = backend
         self._others: dict[str, tuple[int, Any]] = {}  # uri -> (version, token ids)
         self._live: dict[Any, Any] = {}  # key -> the handle of its latest run
+        self._prompts: dict[Any, list[int]] = {}  # key (uri) -> the token ids of its latest run
 
     def encode(self, text: str) -> list[int]:
         """Token ids as ``tokenizer.encode(text, add_special_tokens=False)``, without its length warning."""
         return self.backend.encode(clean(text)) if text else []
 
     def forget(self, uri: str) -> None:
-        """Drop what is kept for a closed document (its token ids for prompt lookup)."""
+        """Drop what is kept for a closed document: its token ids for prompt lookup, and the
+        target's prefix states of its last prompt where the backend can (``drop_prefix``)."""
         self._others.pop(uri, None)
+        ids = self._prompts.pop(uri, None)
+        drop = getattr(self.backend, "drop_prefix", None)
+        if ids and drop is not None:
+            drop(ids)
 
     def prepare(self, prefix: str, after: str, others: list[tuple[str, int, str]], options: Options) -> Job:
         from engine.config import ConfigError, GenerateSpec, SamplingParams
@@ -145,6 +152,7 @@ class Completer:
             return Outcome(None, None)
         handle = self._submit(job)
         if key is not None:
+            self._prompts[key] = job.ids
             older = self._live.get(key)
             if older is not None and not older.ended:
                 older.cancel("superseded")
