@@ -57,6 +57,7 @@ class Job:
 class Outcome:
     text: str | None  # None: stopped because a newer request superseded it
     stats: Any | None  # engine.events.Stats of the last step, None if no step ran
+    spans: tuple = ()  # (start, length, logp) per emitted token with a logp (lsp.quiet.confidence)
 
 
 class Completer:
@@ -157,27 +158,39 @@ class Completer:
             if older is not None and not older.ended:
                 older.cancel("superseded")
             self._live[key] = handle
-        text, stats, last = "", None, None
+        text, stats, last, spans = "", None, None, []
         try:
             async for ev in handle:
+                _spans(spans, len(text), ev)
                 text, stats, last = text + ev.text, ev.stats, ev.stop
                 job.stats = stats
                 if on_step is not None:
                     on_step(stats)
                 done = cut(text, job.mode, job.base_indent)
                 if done is not None:
-                    return Outcome(done, stats)
+                    return Outcome(done, stats, tuple(spans))
                 if ev.stop is not None:
-                    return Outcome(finish(text, job.mode, job.base_indent), stats)
+                    return Outcome(finish(text, job.mode, job.base_indent), stats, tuple(spans))
                 if stale():
                     return Outcome(None, stats)
             if handle.stop == "until":  # the model thread saw the cut first: the loop above returns
-                return Outcome(finish(text, job.mode, job.base_indent), stats)
+                return Outcome(finish(text, job.mode, job.base_indent), stats, tuple(spans))
             if handle.stop == "superseded" or stale():
                 return Outcome(None, stats)
-            return Outcome(finish(text, job.mode, job.base_indent), stats)
+            return Outcome(finish(text, job.mode, job.base_indent), stats, tuple(spans))
         finally:
             if last is None and not handle.ended:  # we stopped reading early: stop decoding too
                 handle.cancel()
             if key is not None and self._live.get(key) is handle:
                 del self._live[key]
+
+
+def _spans(spans: list, start: int, ev: Any) -> None:
+    """Append (start, length, logp) for each emitted token of ``ev`` whose logp the step reports."""
+    pieces = ev.emitted
+    logp = getattr(ev, "logp", ())
+    if len(logp) != len(pieces):
+        return  # not reported (the healing step, a backend without it)
+    for pc, lp in zip(pieces, logp):
+        spans.append((start, len(pc.text), lp))
+        start += len(pc.text)
