@@ -15,7 +15,8 @@ keeps a slim ``Record`` of the last 256 ended requests (no text, tokens or corpu
 front (readiness, ``encode``, ``submit``, the cancel of a queued request) is
 ``queue_front.QueueFront``, shared with ``batch.BatchBackend``. ``drop_prefix(ids)`` (beyond the
 protocol; any thread) has the model thread drop the target's kept prefix states of a document
-whose last prompt was ``ids`` (``prefixes.drop``; an editor closed it), between requests.
+whose last prompt was ``ids`` (``prefixes.drop``; an editor closed it), and the proposers'
+kept caches of it (their optional ``drop_prefix`` hook: the draft model's), between requests.
 
 Why a thread and a queue rather than a lock: an engine holds one request's caches, so requests
 must take turns; a lock held across ``yield`` forced every front end to pull its stream from one
@@ -120,6 +121,10 @@ class LocalBackend(QueueFront):
         for ids in drops if self._engine is not None else ():
             try:
                 prefixes.drop(self._engine.target, ids)
+                for proposer in self._engine.proposers.values():  # the optional hook (proposers.base)
+                    hook = getattr(proposer, "drop_prefix", None)
+                    if hook is not None:
+                        hook(ids)
             except Exception:  # noqa: BLE001 - a cache clean-up never stops the model thread
                 log.exception("dropping a closed document's prefix states failed")
 

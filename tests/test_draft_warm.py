@@ -82,3 +82,32 @@ def test_draft_model_catch_up_is_public_and_reports_what_it_fed(engine, prompts)
     assert draft.catch_up(ids) == len(ids) - 5
     assert draft.ids == ids and draft.runner.length == len(ids)
     assert draft.behind(ids) == 1  # the last token is the pending one: always fed again
+
+
+def test_switching_documents_keeps_the_drafts_cache_per_document(engine, prompts):
+    """A, B, A: the draft continues from A's kept cache (a few tokens fed, not the whole prompt),
+    the output is the target's, and dropping A's prompt (didClose) drops its kept cache."""
+    draft = engine.proposer("draft")
+    a, b = (engine.encode(p) for p in prompts[7:9])
+    want = engine.generate(a, _greedy("none", 12)).tokens
+    fed: list[int] = []
+    forward = draft.runner.forward
+
+    def counting(tokens):
+        fed.append(len(tokens))
+        return forward(tokens)
+
+    draft.kept.clear()
+    draft.runner.forward = counting
+    try:
+        engine.generate(a, _greedy("draft", 12))
+        draft.kept.clear()  # what earlier tests left
+        engine.generate(b, _greedy("draft", 12))  # A's cache is put aside
+        assert len(draft.kept) == 1
+        fed.clear()
+        assert engine.generate(a, _greedy("draft", 12)).tokens == want
+        assert fed and fed[0] <= 8, fed  # A's prompt was not fed again (it is > 100 tokens)
+        assert len(draft.kept) == 1 and draft.drop_prefix(b) == 1 and len(draft.kept) == 0
+    finally:
+        del draft.runner.forward
+        draft.kept.clear()

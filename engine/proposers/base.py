@@ -13,7 +13,9 @@ Optional hooks, for a proposer with a cache of its own that must follow the comm
 (the draft model): ``behind(tokens) -> int`` (how many of ``tokens`` its cache would have to be
 fed) and ``catch_up(tokens) -> int`` (feed them now; how many it fed). The engine calls them right
 after the target's prefill (``engine/draft_warm.py``); a proposer without them is left alone.
-Neither changes what ``propose`` returns for given tokens, only when the feeding is paid.
+Neither changes what ``propose`` returns for given tokens, only when the feeding is paid. Such a
+proposer may also keep its cache per document and offer ``drop_prefix(ids)`` (drop the kept cache
+of a closed document whose last prompt was ``ids``; the in-process backend calls it).
 
 Why settings travel in the context: one proposer object serves every request of an engine (it
 holds a model and caches), so nothing per request may be written onto it. Proposers keep only
