@@ -25,6 +25,8 @@ workspace/didChangeConfiguration (optionally under a "specdec" key):
                     indentation before the cursor, exactly (default true)
   multiline         completion-list items may hold newlines (default null: from the client)
   repeat_limit      a unit repeated this many times in a row is junk, not shown (default 3, 0 = off)
+  min_confidence    a completion whose tokens' geometric-mean probability is below this is
+                    not shown (0-1, default 0.2; 0 = off)
   telemetry         initializationOptions only: a specdec/stats notification after each completion
 
 The shipped models are tiny (8.7M-parameter target) and trained here; for real completions pass

@@ -1,9 +1,10 @@
 """The draft model's cache follows the prompt at prefill when it has fallen far behind.
 
 Contract: ``after_prefill(proposer, ids)`` is called right after ``Target.prefill(ids)``. For a
-proposer with a draft model of its own (``DraftModel``: it has ``_resync``) whose KV cache would
-need more than ``WARM_MIN`` tokens fed to reach ``ids`` (longest common prefix), it feeds them
-now, the same call ``propose`` makes first; otherwise (any other proposer, or a draft only a few
+proposer that offers the interface's optional catch-up hooks (``proposers.base``: ``behind`` and
+``catch_up``; the draft model, ``DraftModel``, whose KV cache is its own) and would need more than
+``WARM_MIN`` tokens fed to reach ``ids`` (longest common prefix), it calls ``catch_up(ids)`` now,
+the same feeding ``propose`` does first; otherwise (any other proposer, or a draft only a few
 tokens behind) it does nothing, and ``propose`` catches up in its own first forward as before.
 Why: ``propose`` only runs when a request drafts, so a request that ended before its first
 drafting step (superseded by the next key, a 1-token answer, the healing step alone) left the
@@ -16,21 +17,15 @@ decides (greedy tokens are the target's whatever the draft says).
 
 from __future__ import annotations
 
-import torch
-
-from .seq import resync
-
 WARM_MIN = 8  # tokens behind: below this, propose's own first forward catches up
 
 
 def behind(proposer, ids: list[int]) -> int:
-    """How many of ``ids`` the draft's cache would have to be fed (0 for a proposer without one)."""
-    if getattr(proposer, "_resync", None) is None or not ids:
-        return 0
-    return len(ids) - resync(proposer.ids, proposer.runner.length, ids, len(ids) - 1)
+    """How many of ``ids`` the proposer's own cache would have to be fed (0 without one)."""
+    hook = getattr(proposer, "behind", None)
+    return hook(ids) if hook is not None and ids else 0
 
 
 def after_prefill(proposer, ids: list[int]) -> None:
     if behind(proposer, ids) > WARM_MIN:
-        with torch.inference_mode():
-            proposer._resync(ids)
+        proposer.catch_up(ids)

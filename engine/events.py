@@ -155,7 +155,9 @@ class StepEvent:
     """One engine step: its pieces in display order, the stop reason if the generation ended
     in this step (``eos``, ``length``, ``context``), timings in milliseconds and a stats snapshot.
     ``verifier`` is the verifier's record when the request asked for it (``GenerateSpec.
-    verifier_record``; built by ``engine/record.py``): JSON-ready, {"nodes": [...], "final": {...}}."""
+    verifier_record``; built by ``engine/record.py``): JSON-ready, {"nodes": [...], "final": {...}}.
+    ``logp``: the target's raw log-probability of each emitted token, in order (``engine/
+    confidence.py``), or empty where the step does not report it (healing, other backends)."""
 
     step: int
     pieces: tuple[Piece, ...]
@@ -164,6 +166,7 @@ class StepEvent:
     draft_size: int
     stop: str | None = None
     verifier: dict[str, Any] | None = None
+    logp: tuple[float, ...] = ()
 
     @property
     def emitted(self) -> tuple[Piece, ...]:

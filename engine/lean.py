@@ -173,6 +173,21 @@ class LeanLlama:
     def truncate(self, n: int) -> None:
         self.length = max(0, min(n, self.length))
 
+    def state(self) -> tuple:
+        """The cache, by reference (``draft_states``: kept per document)."""
+        return (self.k, self.v, self.length)
+
+    def fresh(self) -> tuple:
+        """An empty cache of the same capacity (the live one is left as it is)."""
+        return (torch.empty_like(self.k), torch.empty_like(self.v), 0)
+
+    def restore(self, state: tuple) -> None:
+        capacity = self.capacity
+        self.k, self.v, self.length = state
+        if self.capacity != capacity:  # the rotary tables follow the capacity
+            reps = self.n_heads + self.n_kv
+            self.cos, self.sin = rope_table(self.inv_freq, self.capacity, reps, self.rope_scale, self.dtype)
+
     @torch.inference_mode()
     def forward(self, tokens: list[int]) -> torch.Tensor:
         T, L0 = len(tokens), self.length

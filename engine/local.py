@@ -13,7 +13,10 @@ is cancelled with stop "abandoned". ``submit(request, until=fn)`` (beyond the pr
 what it needs, checked on the model thread right after the event is delivered. ``finished``
 keeps a slim ``Record`` of the last 256 ended requests (no text, tokens or corpus). The queue
 front (readiness, ``encode``, ``submit``, the cancel of a queued request) is
-``queue_front.QueueFront``, shared with ``batch.BatchBackend``.
+``queue_front.QueueFront``, shared with ``batch.BatchBackend``. ``drop_prefix(ids)`` (beyond the
+protocol; any thread) has the model thread drop the target's kept prefix states of a document
+whose last prompt was ``ids`` (``prefixes.drop``; an editor closed it), and the proposers'
+kept caches of it (their optional ``drop_prefix`` hook: the draft model's), between requests.
 
 Why a thread and a queue rather than a lock: an engine holds one request's caches, so requests
 must take turns; a lock held across ``yield`` forced every front end to pull its stream from one
@@ -29,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import prefixes
 from .backend import Capabilities, Handle, Limits, Request
 from .config import ConfigError
 from .queue_front import QueueFront
@@ -51,6 +55,7 @@ class LocalBackend(QueueFront):
         if engine is not None:
             self._loaded.set()
         self.running: Handle | None = None
+        self._drops: list[list[int]] = []  # prompts whose kept prefix states go (drop_prefix)
         self._thread = threading.Thread(target=self._main, args=(loader,), name=name, daemon=True)
         self._thread.start()
 
@@ -71,6 +76,13 @@ class LocalBackend(QueueFront):
         step runs after the caller knows its answer (a line completion at its newline)."""
         return self._enqueue(request, until=until)
 
+    def drop_prefix(self, ids: list[int]) -> None:
+        """Drop the kept prefix states of a closed document (its last prompt ``ids``), on the
+        model thread before the next request (the engine is only ever touched there)."""
+        with self._cond:
+            self._drops.append(list(ids))
+            self._cond.notify_all()
+
     def _cancel_running(self, handle: Handle, reason: str) -> None:
         if handle is self.running:
             handle.steps_at_cancel = handle.steps
@@ -85,11 +97,15 @@ class LocalBackend(QueueFront):
             self._load(loader)
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while not self._queue and not self._closing and not self._drops:
                     self._cond.wait()
-                if not self._queue:
+                drops, self._drops = self._drops, []
+                if not self._queue and not drops:
                     return
-                handle = self.running = self._queue.popleft()  # both under the lock: never seen idle
+                handle = self.running = self._queue.popleft() if self._queue else None  # under the lock
+            self._drop(drops)
+            if handle is None:
+                continue
             try:
                 self._serve(handle)
             except BaseException as e:  # noqa: BLE001 - the model thread must outlive any request
@@ -100,6 +116,17 @@ class LocalBackend(QueueFront):
                 with self._cond:
                     self.running = None
                 self._forget(handle)
+
+    def _drop(self, drops: list[list[int]]) -> None:
+        for ids in drops if self._engine is not None else ():
+            try:
+                prefixes.drop(self._engine.target, ids)
+                for proposer in self._engine.proposers.values():  # the optional hook (proposers.base)
+                    hook = getattr(proposer, "drop_prefix", None)
+                    if hook is not None:
+                        hook(ids)
+            except Exception:  # noqa: BLE001 - a cache clean-up never stops the model thread
+                log.exception("dropping a closed document's prefix states failed")
 
     def _serve(self, handle: Handle) -> None:
         handle._begin()

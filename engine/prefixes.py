@@ -6,8 +6,12 @@ hidden states), swapped in by reference, never copied. If a kept state shares a 
 ``ids`` than the live one (by at least ``MIN_GAIN`` tokens), the two are exchanged; if none does
 and the live state would lose most of what it holds (an editor switched files), the live state is
 put aside and the target starts from an empty cache. The least recently used state is dropped
-beyond ``SLOTS``. Prefill then reuses its longest common prefix as always, so the output is
-unchanged (the same cached keys and values for the same positions), only the work differs.
+beyond ``SLOTS``. ``drop(target, ids)`` drops the kept states of a document whose last prompt
+was ``ids`` (an editor closed it): those sharing at least half their tokens with ``ids``, the ones a
+request for that prompt would swap in; two documents that share a long head (a licence header
+that fills half the state) lose both, which costs a prefill later and changes no token. Prefill
+then reuses its longest common prefix as always, so the output is unchanged (the same cached
+keys and values for the same positions), only the work differs.
 States are per ``Target`` (a weak map, nothing added to the class). Memory: a kept state of the
 shipped target is at most about 8 MB (6 layers x 2 x 512 positions x 320 x 4 bytes).
 """
@@ -57,3 +61,19 @@ def _put_aside(target, kept: list) -> None:
 def forget(target) -> None:
     """Drop every kept state of ``target`` (memory back)."""
     _KEPT.pop(target, None)
+
+
+def drop(target, ids: list[int]) -> int:
+    """Drop the kept states of the document whose last prompt was ``ids``; how many went."""
+    kept = _KEPT.get(target)
+    if not kept or not ids:
+        return 0
+    mine = [st for st in kept if 2 * common_prefix(st[0], ids) >= len(st[0])]
+    for st in mine:
+        kept.remove(st)
+    return len(mine)
+
+
+def kept(target) -> list[list[int]]:
+    """The token ids of every kept state of ``target``, least recently used first (for tests)."""
+    return [list(st[0]) for st in _KEPT.get(target, [])]

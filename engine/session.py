@@ -33,6 +33,7 @@ import torch
 from . import draft_warm, healing, prefixes
 from . import methods as M
 from .calibrate import calibrate
+from .confidence import emitted_logp
 from .config import ConfigError, GenerateSpec, check_ids
 from .detok import Detokenizer
 from .events import Piece, Stats, StepEvent
@@ -239,6 +240,7 @@ def _steps(
             draft.n,
             stop,
             None if verdict.record is None else verifier_record(draft, verdict, detok.alone),
+            emitted_logp(logits, draft, verdict.path, verdict.token, len(new)),
         )
         if stop is not None:
             return

@@ -8,8 +8,9 @@ Contract:
   ``lookup`` with ``lookup_documents`` on, the corpus prompt lookup may also copy from (the rest
   of the document, then the other open documents; see
   ``engine.seq.find_continuation``). It raises ``ConfigError`` for an empty prompt. With text
-  after the cursor on its line, the stop mode is ``line``. ``forget(uri)`` drops a closed
-  document's cached token ids.
+  after the cursor on its line, the stop mode is ``line``. ``forget(uri)`` drops what is kept
+  for a closed document: its cached token ids, and, where the backend offers ``drop_prefix``
+  (the in-process one), the target's kept prefix states of its last prompt.
 - ``Completer.run(job, stale, on_step)`` (a coroutine) submits the job and reads its events; it
   cancels the request as soon as ``completion.cut`` says the continuation ended, ``stale()`` turns
   true (a newer request for the same document), or the coroutine itself is cancelled
@@ -56,6 +57,7 @@ class Job:
 class Outcome:
     text: str | None  # None: stopped because a newer request superseded it
     stats: Any | None  # engine.events.Stats of the last step, None if no step ran
+    spans: tuple = ()  # (start, length, logp) per emitted token with a logp (lsp.quiet.confidence)
 
 
 class Completer:
@@ -63,14 +65,20 @@ class Completer:
         self.backend = backend
         self._others: dict[str, tuple[int, Any]] = {}  # uri -> (version, token ids)
         self._live: dict[Any, Any] = {}  # key -> the handle of its latest run
+        self._prompts: dict[Any, list[int]] = {}  # key (uri) -> the token ids of its latest run
 
     def encode(self, text: str) -> list[int]:
         """Token ids as ``tokenizer.encode(text, add_special_tokens=False)``, without its length warning."""
         return self.backend.encode(clean(text)) if text else []
 
     def forget(self, uri: str) -> None:
-        """Drop what is kept for a closed document (its token ids for prompt lookup)."""
+        """Drop what is kept for a closed document: its token ids for prompt lookup, and the
+        target's prefix states of its last prompt where the backend can (``drop_prefix``)."""
         self._others.pop(uri, None)
+        ids = self._prompts.pop(uri, None)
+        drop = getattr(self.backend, "drop_prefix", None)
+        if ids and drop is not None:
+            drop(ids)
 
     def prepare(self, prefix: str, after: str, others: list[tuple[str, int, str]], options: Options) -> Job:
         from engine.config import ConfigError, GenerateSpec, SamplingParams
@@ -145,31 +153,44 @@ class Completer:
             return Outcome(None, None)
         handle = self._submit(job)
         if key is not None:
+            self._prompts[key] = job.ids
             older = self._live.get(key)
             if older is not None and not older.ended:
                 older.cancel("superseded")
             self._live[key] = handle
-        text, stats, last = "", None, None
+        text, stats, last, spans = "", None, None, []
         try:
             async for ev in handle:
+                _spans(spans, len(text), ev)
                 text, stats, last = text + ev.text, ev.stats, ev.stop
                 job.stats = stats
                 if on_step is not None:
                     on_step(stats)
                 done = cut(text, job.mode, job.base_indent)
                 if done is not None:
-                    return Outcome(done, stats)
+                    return Outcome(done, stats, tuple(spans))
                 if ev.stop is not None:
-                    return Outcome(finish(text, job.mode, job.base_indent), stats)
+                    return Outcome(finish(text, job.mode, job.base_indent), stats, tuple(spans))
                 if stale():
                     return Outcome(None, stats)
             if handle.stop == "until":  # the model thread saw the cut first: the loop above returns
-                return Outcome(finish(text, job.mode, job.base_indent), stats)
+                return Outcome(finish(text, job.mode, job.base_indent), stats, tuple(spans))
             if handle.stop == "superseded" or stale():
                 return Outcome(None, stats)
-            return Outcome(finish(text, job.mode, job.base_indent), stats)
+            return Outcome(finish(text, job.mode, job.base_indent), stats, tuple(spans))
         finally:
             if last is None and not handle.ended:  # we stopped reading early: stop decoding too
                 handle.cancel()
             if key is not None and self._live.get(key) is handle:
                 del self._live[key]
+
+
+def _spans(spans: list, start: int, ev: Any) -> None:
+    """Append (start, length, logp) for each emitted token of ``ev`` whose logp the step reports."""
+    pieces = ev.emitted
+    logp = getattr(ev, "logp", ())
+    if len(logp) != len(pieces):
+        return  # not reported (the healing step, a backend without it)
+    for pc, lp in zip(pieces, logp):
+        spans.append((start, len(pc.text), lp))
+        start += len(pc.text)

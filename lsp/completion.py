@@ -50,6 +50,7 @@ class Options:
     heal: bool = True  # token healing (engine/healing.py) where the backend offers it
     multiline: bool | None = None  # completion-list items may hold newlines; None: from the client
     repeat_limit: int = 3  # a unit repeated this many times in a row is junk: no answer (0 = off)
+    min_confidence: float = 0.2  # geometric-mean token probability below this: no answer (0 = off)
 
     def resolved_method(self, methods: tuple[str, ...]) -> str:
         if self.method is not None:
@@ -127,6 +128,9 @@ class Options:
         r = self.repeat_limit
         if isinstance(r, bool) or not isinstance(r, int) or not (r == 0 or 2 <= r <= 16):
             raise OptionsError(f"repeat_limit must be 0 (off) or an integer in [2, 16], got {r!r}")
+        c = self.min_confidence
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < 1:
+            raise OptionsError(f"min_confidence must be a number in [0, 1) (0 = off), got {c!r}")
 
 
 def _units(ch: str, encoding: str) -> int:

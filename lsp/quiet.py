@@ -1,16 +1,27 @@
-"""Quiet when unsure: a completion that is degenerate repetition is not shown.
+"""Quiet when unsure: a completion that is degenerate repetition, or that the model itself gave
+low probability, is not shown.
 
-Contract (pure): ``repetitive(text, limit)`` is True when some unit of 1-16 characters (not only
-blanks) occurs ``limit`` or more times in a row in ``text`` and that run covers at least half of
-its non-blank characters (``" = ' + ' + ' + '"``, ``"TWSP TWSP TWSP"``); ``limit`` 0 is off.
-Why a text rule and not a probability threshold: the backend's events report the target's
-probability only for tested draft tokens, not for every emitted token, so a confidence
-threshold would depend on the method; a repetition rule is the same for all of them and catches
-the junk a small model produces when it is unsure (docs/lsp.md measures what it removes).
-Indentation-only repeats (four spaces) and short runs like ``xxx`` inside a longer line are kept.
+Contract (pure):
+- ``repetitive(text, limit)`` is True when some unit of 1-16 characters (not only blanks) occurs
+  ``limit`` or more times in a row in ``text`` and that run covers at least half of its
+  non-blank characters (``" = ' + ' + ' + '"``, ``"TWSP TWSP TWSP"``); ``limit`` 0 is off.
+  Indentation-only repeats (four spaces) and short runs like ``xxx`` inside a longer line are kept.
+- ``confidence(spans, n_chars)`` is the geometric mean of the target's probability of the tokens
+  that make up the first ``n_chars`` characters of the continuation (``spans``: (start, length,
+  logp) per emitted token, ``engine/confidence.py``: the raw softmax, temperature 1, the same for
+  every method), or None when no such token reports one (the healing step's tokens, which spell
+  what the user typed, never count; nor do zero-length pieces).
+- ``unsure(text, spans, min_confidence)`` is True when that confidence is below ``min_confidence``
+  (0 is off; no figure: not unsure).
+Why both: the repetition rule catches the loops a small model falls into, which it can be quite
+sure of token by token; the confidence rule catches the guesses (a rare identifier, a made-up
+argument list) that a user would have to delete. docs/lsp.md measures what each removes on the
+held-out typing replay and what it costs in accepted characters (``tools/lsp_quiet.py``).
 """
 
 from __future__ import annotations
+
+import math
 
 MAX_UNIT = 16
 
@@ -44,3 +55,15 @@ def repetitive(text: str, limit: int = 3) -> bool:
                 if 2 * covered >= solid:
                     return True
     return False
+
+
+def confidence(spans, n_chars: int) -> float | None:
+    lps = [lp for start, length, lp in spans if length > 0 and start < n_chars]
+    return math.exp(sum(lps) / len(lps)) if lps else None
+
+
+def unsure(text: str, spans, min_confidence: float) -> bool:
+    if min_confidence <= 0:
+        return False
+    c = confidence(spans, len(text))
+    return c is not None and c < min_confidence

@@ -15,7 +15,8 @@ Contract:
   document stops an older one between steps and the older one gets an empty, incomplete list.
 - With ``initializationOptions: {"telemetry": true}``, a ``specdec/stats`` notification follows
   every completion request: uri, method, source (model or cache), outcome (done, cancelled,
-  superseded), text, tokens, steps, tau, alpha, ms (from the request's arrival).
+  superseded, filtered), text, tokens, steps, tau, alpha, ms (from the request's arrival),
+  confidence (``lsp.quiet.confidence`` of the text; null where no token reports one).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from engine.local import LocalBackend
 from .completer import Completer, Outcome
 from .completion import Options, TypeAhead, current_line, offset_at, word_before
 from .protocol import SpecdecProtocol
-from .quiet import repetitive
+from .quiet import confidence, repetitive, unsure
 from .shared import Shared
 from .suffix import merge, rest_of_line
 
@@ -138,7 +139,7 @@ class SpecdecServer(LanguageServer):
             return None
         prefix, after = got
         opts = self.options
-        key = (opts.stop, opts.max_new_tokens, opts.temperature, opts.heal, opts.repeat_limit)
+        key = (opts.stop, opts.max_new_tokens, opts.temperature, opts.heal, opts.repeat_limit, opts.min_confidence)
         rest = self.typeahead.rest(uri, prefix, key) if opts.cache else None
         if rest is not None:
             self.notify_stats(uri, opts, "cache", "done", Outcome(rest, None), t0)
@@ -171,7 +172,7 @@ class SpecdecServer(LanguageServer):
         if out.text is None:
             self.notify_stats(uri, opts, "model", "superseded", out, t0, job.method)
             return ""
-        if repetitive(out.text, opts.repeat_limit):
+        if repetitive(out.text, opts.repeat_limit) or unsure(out.text, out.spans, opts.min_confidence):
             self.filtered += 1
             self.notify_stats(uri, opts, "model", "filtered", out, t0, job.method)
             return ""
@@ -208,6 +209,7 @@ class SpecdecServer(LanguageServer):
                 "tau": s.tau if s else None,
                 "alpha": s.alpha if s else None,
                 "ms": 1000 * (time.perf_counter() - t0),
+                "confidence": confidence(out.spans, len(out.text or "")),
             },
         )
 

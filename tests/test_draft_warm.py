@@ -47,3 +47,67 @@ def test_first_drafting_step_sees_an_earlier_requests_target_time(engine, prompt
     monkeypatch.setattr(draft, "propose", lambda ctx: (seen.append(ctx), real(ctx))[1])
     engine.generate(engine.encode(prompts[2]), _greedy("draft", 8))
     assert seen and seen[0].target_ms is not None  # before: None, so the first step drafted a blind 4
+
+
+def test_catch_up_goes_through_the_proposer_interface_only():
+    """draft_warm calls the public hooks (``behind``, ``catch_up``) and nothing else; a proposer
+    without them (prompt lookup, none) is left alone."""
+    from engine import draft_warm
+    from engine.proposers.base import NoDraft
+
+    class Hooks:
+        def __init__(self, lag: int) -> None:
+            self.lag, self.fed = lag, []
+
+        def behind(self, tokens):
+            return self.lag
+
+        def catch_up(self, tokens):
+            self.fed.append(list(tokens))
+            return self.lag
+
+    far, near = Hooks(draft_warm.WARM_MIN + 1), Hooks(draft_warm.WARM_MIN)
+    draft_warm.after_prefill(far, [1, 2, 3])
+    draft_warm.after_prefill(near, [1, 2, 3])
+    assert far.fed == [[1, 2, 3]] and near.fed == []
+    draft_warm.after_prefill(NoDraft(), [1, 2, 3])  # no hooks: nothing to call
+    assert draft_warm.behind(NoDraft(), [1, 2, 3]) == 0
+
+
+def test_draft_model_catch_up_is_public_and_reports_what_it_fed(engine, prompts):
+    draft = engine.proposer("draft")
+    ids = engine.encode(prompts[6])
+    draft.catch_up(ids[:5])
+    assert draft.behind(ids) == len(ids) - 5
+    assert draft.catch_up(ids) == len(ids) - 5
+    assert draft.ids == ids and draft.runner.length == len(ids)
+    assert draft.behind(ids) == 1  # the last token is the pending one: always fed again
+
+
+def test_switching_documents_keeps_the_drafts_cache_per_document(engine, prompts):
+    """A, B, A: the draft continues from A's kept cache (a few tokens fed, not the whole prompt),
+    the output is the target's, and dropping A's prompt (didClose) drops its kept cache."""
+    draft = engine.proposer("draft")
+    a, b = (engine.encode(p) for p in prompts[7:9])
+    want = engine.generate(a, _greedy("none", 12)).tokens
+    fed: list[int] = []
+    forward = draft.runner.forward
+
+    def counting(tokens):
+        fed.append(len(tokens))
+        return forward(tokens)
+
+    draft.kept.clear()
+    draft.runner.forward = counting
+    try:
+        engine.generate(a, _greedy("draft", 12))
+        draft.kept.clear()  # what earlier tests left
+        engine.generate(b, _greedy("draft", 12))  # A's cache is put aside
+        assert len(draft.kept) == 1
+        fed.clear()
+        assert engine.generate(a, _greedy("draft", 12)).tokens == want
+        assert fed and fed[0] <= 8, fed  # A's prompt was not fed again (it is > 100 tokens)
+        assert len(draft.kept) == 1 and draft.drop_prefix(b) == 1 and len(draft.kept) == 0
+    finally:
+        del draft.runner.forward
+        draft.kept.clear()

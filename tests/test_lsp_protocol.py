@@ -147,3 +147,22 @@ def test_completion_and_inline_completion_share_one_generation():
     while not raw.inbox.empty():
         rest.append(raw.inbox.get())
     assert rc == 0 and not [m for m in rest if m.get("method") == "specdec/stats"]  # one generation
+
+
+def test_the_confidence_filter_answers_nothing_below_min_confidence_and_reports_it():
+    raw = Raw("--method", "none")
+    raw.start({"telemetry": True, "cache": False, "min_confidence": 0})
+    raw.open("file:///c.py", DOC)
+    pos = raw.position("file:///c.py", DOC.count("\n"), 4)
+    shown = raw.reply(raw.send("textDocument/completion", pos))["result"]["items"]
+    done, _ = raw.wait(lambda m: m.get("method") == "specdec/stats")
+    conf = done["params"]["confidence"]
+    assert shown and done["params"]["outcome"] == "done" and 0 < conf < 1
+    raw.send("workspace/didChangeConfiguration", {"settings": {"min_confidence": min(0.99, conf + 0.01)}}, False)
+    quiet = raw.reply(raw.send("textDocument/completion", pos))["result"]["items"]
+    filtered, _ = raw.wait(lambda m: m.get("method") == "specdec/stats")
+    assert quiet == [] and filtered["params"]["outcome"] == "filtered"
+    assert filtered["params"]["confidence"] == pytest.approx(conf, abs=1e-6)  # the same text, the same figure
+    raw.reply(raw.send("shutdown"))
+    raw.send("exit", None, request=False)
+    assert _end(raw)[0] == 0

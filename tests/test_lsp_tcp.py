@@ -59,7 +59,12 @@ def test_tcp_transport_serves_completions():
                     "jsonrpc": "2.0",
                     "id": 1,
                     "method": "initialize",
-                    "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                    "params": {
+                        "processId": None,
+                        "rootUri": None,
+                        "capabilities": {},
+                        "initializationOptions": {"min_confidence": 0},  # transport, not the filter
+                    },
                 },
             )
             assert "completionProvider" in reply(f, 1)["result"]["capabilities"]

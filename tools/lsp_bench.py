@@ -70,6 +70,7 @@ async def run(args: argparse.Namespace) -> dict:
                 "telemetry": True,
                 "stop": args.stop,
                 "max_new_tokens": args.max_new_tokens,
+                "min_confidence": 0,  # every completion is shown: the bench times them and compares them
             },
         )
     )

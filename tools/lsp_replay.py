@@ -1,7 +1,7 @@
 """Typing replay of `specdec lsp`: a held-out file typed key by key through a real LSP client.
 
 Usage: ``python -m tools.lsp_replay [--limit N] [--chars C] [--methods none,lookup,draft]
-[--key-ms MS] [--stop line|block] [--json OUT]``.
+[--key-ms MS] [--stop line|block] [--filters 3,0] [--confidence 0,0.2] [--json OUT]``.
 
 Contract: it starts ``python -m app.cli lsp`` and drives it with pygls' language client. For each
 document (the shipped prompts, cut from files no model trained on), the editor holds all but its
@@ -9,17 +9,18 @@ last ``--chars`` characters, and a typist types those one key at a time, a key e
 milliseconds: after each key a ``didChange`` and a ``textDocument/completion`` request (as an
 editor with completion on every key does). An answer that arrives before the next key is *shown*;
 if a shown suggestion is exactly what the typist is about to type, the typist accepts it (the
-editor inserts it) and goes on after it. An answer that arrives later is superseded by the next
-key (the server answers it empty). Per method (and per ``--filters``: the repetition filter's
-``repeat_limit``), it reports latency percentiles of the requests that got an answer (typed-ahead
-cache hits included; ``model_p50_ms``/``model_p95_ms``: those the model answered, by the server's
-clock), cache hits, superseded requests with their time until superseded (the client's clock, from
-sending to the empty answer that came back after a newer request went out; they never got a
-suggestion, so they are not in the answered percentiles), empty answers that came back in time
-(``empty_*``: filtered, or nothing but whitespace), ``all_p50_ms``/``all_p95_ms`` over all three
-(a superseded request at its time until superseded, a lower bound on what it would have taken),
-the share of keys with a suggestion shown, the suggestions the filter held back,
-and the characters accepted (their share of the characters to type).
+editor inserts it) and goes on after it. An answer that arrives later is superseded by the next key
+(the server answers it empty). Per method (and per ``--filters``: the repetition filter's
+``repeat_limit``; ``--confidence``: ``min_confidence``), it reports latency percentiles of the
+requests that got an answer (typed-ahead cache hits included; ``model_p50_ms``/``model_p95_ms``:
+those the model answered, by the server's clock), cache hits, superseded requests with their time
+until superseded (the client's clock, from sending to the empty answer that came back after a newer
+request went out; they never got a suggestion, so they are not in the answered percentiles), empty
+answers that came back in time (``empty_*``: filtered, or nothing but whitespace),
+``all_p50_ms``/``all_p95_ms`` over all three (a superseded request at its time until superseded, a
+lower bound on what it would have taken), the share of keys with a suggestion shown, the
+suggestions the filter held back, and the characters accepted (their share of the characters to
+type).
 Methods run one document at a time in rotating order, so load changes hit all of them alike.
 """
 
@@ -138,16 +139,17 @@ async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
         )
     )
     client.initialized(t.InitializedParams())
-    configs = [(m, f) for m in args.methods for f in args.filters]
-    rows: dict[str, list[dict]] = {f"{m} repeat_limit={f}": [] for m, f in configs}
+    confs = getattr(args, "confidence", None) or [None]
+    configs = [(m, f, c) for m in args.methods for f in args.filters for c in confs]
+    rows: dict[str, list[dict]] = {_name(*mfc): [] for mfc in configs}
     for d, doc in enumerate(docs):
         cut = len(doc) - args.chars
         for j in range(len(configs)):
-            m, f = configs[(d + j) % len(configs)]
-            settings = {"method": m, "repeat_limit": f, "cache": True}
+            m, f, c = configs[(d + j) % len(configs)]
+            settings = {"method": m, "repeat_limit": f, "cache": True} | ({} if c is None else {"min_confidence": c})
             client.workspace_did_change_configuration(t.DidChangeConfigurationParams(settings={"specdec": settings}))
-            uri = f"file:///replay/{d}-{m}-{f}.py"
-            rows[f"{m} repeat_limit={f}"].append(
+            uri = f"file:///replay/{d}-{m}-{f}-{c}.py"
+            rows[_name(m, f, c)].append(
                 await replay(client, t, uri, doc[:cut], doc[cut:], args.key_ms / 1000, stats, trace)
             )
         print(f"document {d + 1}/{len(docs)}", file=sys.stderr)
@@ -155,6 +157,11 @@ async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
     client.exit(None)
     await client.stop()
     return summarise(rows, args)
+
+
+def _name(method: str, repeat_limit: int, min_confidence: float | None) -> str:
+    tail = "" if min_confidence is None else f" min_confidence={min_confidence}"
+    return f"{method} repeat_limit={repeat_limit}{tail}"
 
 
 def summarise(rows: dict[str, list[dict]], args: argparse.Namespace) -> dict:
@@ -206,6 +213,12 @@ def add_arguments(p: argparse.ArgumentParser, methods: str = "none,lookup,draft"
     p.add_argument("--key-ms", type=float, default=150.0, help="milliseconds between keys (default 150)")
     p.add_argument("--methods", type=lambda s: s.split(","), default=methods.split(","))
     p.add_argument("--filters", type=lambda s: [int(x) for x in s.split(",")], default=[3], help="repeat_limit values")
+    p.add_argument(
+        "--confidence",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=None,
+        help="min_confidence values (default: the server's)",
+    )
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--stop", choices=["line", "block"], default="line")
     p.add_argument("--json", type=Path, default=None)

@@ -1,4 +1,4 @@
-"""The proposer interface: ``propose(ctx) -> Draft``, nothing else.
+"""The proposer interface: ``propose(ctx) -> Draft``, and two optional catch-up hooks.
 
 Contract: a proposer sees the committed tokens (the last one is pending, not yet in the target's
 cache), this request's settings (``ctx.spec``: method, k, confidence, n-gram bounds, sampling) with
@@ -8,6 +8,14 @@ request's generator, the target's hidden states from the last step, and extra to
 prompt lookup may copy from (``ctx.corpus``). It returns a ``Draft`` of at most ``ctx.budget``
 nodes whose ``q`` is exactly the distribution its tokens were sampled from after ``to_probs``
 with the same parameters (invariant I3), or None for a deterministic draft.
+
+Optional hooks, for a proposer with a cache of its own that must follow the committed tokens
+(the draft model): ``behind(tokens) -> int`` (how many of ``tokens`` its cache would have to be
+fed) and ``catch_up(tokens) -> int`` (feed them now; how many it fed). The engine calls them right
+after the target's prefill (``engine/draft_warm.py``); a proposer without them is left alone.
+Neither changes what ``propose`` returns for given tokens, only when the feeding is paid. Such a
+proposer may also keep its cache per document and offer ``drop_prefix(ids)`` (drop the kept cache
+of a closed document whose last prompt was ``ids``; the in-process backend calls it).
 
 Why settings travel in the context: one proposer object serves every request of an engine (it
 holds a model and caches), so nothing per request may be written onto it. Proposers keep only
@@ -49,6 +57,14 @@ class Proposer(Protocol):
     name: str
 
     def propose(self, ctx: Context) -> Draft: ...
+
+
+class CatchesUp(Protocol):
+    """The optional hooks of a proposer with a cache of its own (see the module docstring)."""
+
+    def behind(self, tokens: list[int]) -> int: ...
+
+    def catch_up(self, tokens: list[int]) -> int: ...
 
 
 class NoDraft:

@@ -1,7 +1,8 @@
 """Draft-model speculation: a small causal LM samples k tokens and reports q for each.
 
 Contract: ``propose`` resynchronises the draft's own KV cache with the committed tokens by
-longest common prefix, feeds what is missing, then samples x_1..x_k autoregressively, each from
+longest common prefix (continuing from the cache kept for that document when the prompt switched
+to another one: ``engine/draft_states.py``), feeds what is missing, then samples x_1..x_k autoregressively, each from
 q_i = to_probs(draft logits, params) (the same transform the target's p goes through, I3). At
 temperature 0 the draft is deterministic (argmax) and q is returned as None (one-hot), which the
 verifier treats identically.
@@ -36,6 +37,7 @@ import torch
 
 from .. import cache as kv
 from .. import lowp
+from ..draft_states import KeptStates
 from ..lean import LeanLlama
 from ..sampling import sample, to_probs
 from ..seq import common_prefix, resync
@@ -94,11 +96,21 @@ class HFRunner:
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
         self.device = next(model.parameters()).device
-        self.cache = kv.new_cache(model.config.num_hidden_layers, capacity)
+        self.n_layers, self.capacity = model.config.num_hidden_layers, capacity
+        self.cache = kv.new_cache(self.n_layers, capacity)
 
     @property
     def length(self) -> int:
         return kv.length(self.cache)
+
+    def state(self):
+        return self.cache
+
+    def fresh(self):
+        return kv.new_cache(self.n_layers, self.capacity)
+
+    def restore(self, state) -> None:
+        self.cache = state
 
     def truncate(self, n: int) -> None:
         kv.truncate(self.cache, n)
@@ -129,6 +141,7 @@ class DraftModel:
             self.runners["lean"] = LeanLlama(model, capacity)
         self.runner = self.runners["lean" if "lean" in self.runners else "hf"]
         self.ids: list[int] = []
+        self.kept = KeptStates()  # the cache of other documents' prompts (engine/draft_states.py)
         self.tracker = AcceptanceTracker()
         self.step_ms: float | None = None
         # per request (the token list a request grows; a new list resets them): plain steps auto k
@@ -161,6 +174,7 @@ class DraftModel:
         self.runner = self.runners[path]
         self.runner.truncate(0)
         self.ids = []
+        self.kept.clear()  # states of the other path's cache
 
     def current_k(self, ctx: Context) -> int:
         """The request's fixed k, or with k = "auto" the best k up to ``ctx.k_max`` for the
@@ -180,10 +194,38 @@ class DraftModel:
     def _resync(self, tokens: list[int]) -> tuple[torch.Tensor, int]:
         """Bring the cache to ``tokens``; return the logits after the last one and how many
         tokens had to be fed."""
+        self._switch(tokens)
         keep = resync(self.ids, self.runner.length, tokens, len(tokens) - 1)  # 0 after an interrupted call
         self.runner.truncate(keep)
         self.ids = self.ids[:keep]
         return self._logits(tokens[keep:]), len(tokens) - keep
+
+    def _switch(self, tokens: list[int]) -> None:
+        """Continue from the kept cache of this prompt's document, if one is kept (draft_states)."""
+        live = self.runner.state()
+        valid = self.runner.length == len(self.ids)
+        ids, state = self.kept.choose(self.ids, live, valid, tokens, self.runner.fresh)
+        if state is not live:
+            self.runner.restore(state)
+            self.ids = list(ids)
+
+    def drop_prefix(self, ids: list[int]) -> int:
+        """Drop the kept caches of a closed document (its last prompt ``ids``; optional hook)."""
+        return self.kept.drop(ids)
+
+    def behind(self, tokens: list[int]) -> int:
+        """How many of ``tokens`` the draft's cache would have to be fed to reach them (longest
+        common prefix, the last token always fed: it is the pending one)."""
+        if not tokens:
+            return 0
+        return len(tokens) - resync(self.ids, self.runner.length, tokens, len(tokens) - 1)
+
+    @torch.inference_mode()
+    def catch_up(self, tokens: list[int]) -> int:
+        """Bring the draft's cache to ``tokens`` now (the proposer interface's optional hook,
+        ``proposers.base``; ``engine/draft_warm.py`` calls it after the target's prefill), the
+        same feeding ``propose`` does first; returns how many tokens were fed."""
+        return self._resync(tokens)[1] if tokens else 0
 
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
