@@ -15,8 +15,14 @@ Contract:
   to measure it when no plain step was; then ``drafting_pays``, except that every
   ``probe_every``-th plain step in a row drafts, so the drafting rate keeps being measured.
   ``plain_run`` belongs to one request (a new token list starts it at 0); the rates carry over.
-  ``drafted(n)`` after it says whether the step drafted (a proposer may return an empty draft for
-  its own reasons); ``chose_plain`` is what the engine counts in ``Stats.auto_plain``.
+  ``drafted(n)`` after it says how many nodes the step drafted (a proposer may return an empty
+  draft for its own reasons); ``chose_plain`` is what the engine counts in ``Stats.auto_plain``.
+- The same clock, for a proposer with a rule of its own (prompt lookup's k, ``lookup_k.py``):
+  ``begin(ctx)`` records the previous step and starts timing this one, ``chose(plain)`` sets
+  ``chose_plain`` and the run; ``by_size`` keeps the decayed [steps, seconds] of steps per draft
+  size (0 = plain), each sample clipped to ``CLIP`` times its size's mean so one stalled step (a
+  descheduled process) does not stand for many; ``skip()`` says a step of this request ran without
+  a call (a batch's cap of 0), so the interval, which holds two steps, is not recorded.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import time
 
 PROBE_EVERY = 8  # as for chains (proposers/draft.py)
+CLIP = 4.0  # a by_size sample counts as at most this many times its size's mean
 
 
 def drafting_pays(tau: float, step_ratio: float, margin: float = 0.0) -> bool:
@@ -36,20 +43,26 @@ class PlainFallback:
     def __init__(self, decay: float = 0.9, probe_every: int = PROBE_EVERY, clock=time.perf_counter) -> None:
         self.decay, self.probe_every, self.clock = decay, probe_every, clock
         self.sums = {True: [0.0, 0.0, 0.0], False: [0.0, 0.0, 0.0]}  # drafted? -> [steps, tokens, seconds]
+        self.by_size: dict[int, list[float]] = {}  # draft size -> [steps, seconds] (0 = plain)
         self.plain_run = 0
         self.chose_plain = False
-        self._last: tuple | None = None  # (token list, its length, start time, drafted?)
+        self._last: tuple | None = None  # (token list, its length, start time, draft size or None)
 
     def _record(self, ctx, now: float) -> None:
         last, self._last = self._last, None
         if last is None or last[0] is not ctx.tokens:
             self.plain_run = 0  # another request: its own run of plain steps
             return
-        if len(ctx.tokens) <= last[1]:
-            return  # nothing committed: not a step
-        s = self.sums[last[3]]
-        for i, v in enumerate((1.0, float(len(ctx.tokens) - last[1]), now - last[2])):
+        if len(ctx.tokens) <= last[1] or last[3] is None:
+            return  # nothing committed, or a skipped step in between: not one step
+        n, seconds = last[3], now - last[2]
+        s = self.sums[n > 0]
+        for i, v in enumerate((1.0, float(len(ctx.tokens) - last[1]), seconds)):
             s[i] = self.decay * s[i] + v
+        b = self.by_size.setdefault(n, [0.0, 0.0])
+        if b[0] > 0:
+            seconds = min(seconds, CLIP * b[1] / b[0])
+        b[0], b[1] = self.decay * b[0] + 1.0, self.decay * b[1] + seconds
 
     def rates(self) -> tuple[float, float] | None:
         """(tau, step_ratio) from the decayed sums, or None before both kinds were measured."""
@@ -58,9 +71,20 @@ class PlainFallback:
             return None
         return dt / ds, (dsec / ds) / (psec / ps)
 
-    def plain(self, ctx) -> bool:
+    def begin(self, ctx) -> None:
+        """Start timing this step (a plain one until ``drafted``), recording the previous one."""
         now = self.clock()
         self._record(ctx, now)
+        self._last = (ctx.tokens, len(ctx.tokens), now, 0)
+
+    def chose(self, plain: bool) -> bool:
+        """This step is plain by auto k's choice (``plain``) or drafts."""
+        self.chose_plain = plain
+        self.plain_run = self.plain_run + 1 if plain else 0
+        return plain
+
+    def plain(self, ctx) -> bool:
+        self.begin(ctx)
         plain = False
         if ctx.spec.k == "auto" and ctx.budget > 0 and self.sums[True][0] > 0:
             rates = self.rates()
@@ -68,11 +92,12 @@ class PlainFallback:
                 plain = self.sums[False][0] == 0  # measure one plain step
             elif not drafting_pays(*rates):
                 plain = self.plain_run + 1 < self.probe_every
-        self.chose_plain = plain
-        self.plain_run = self.plain_run + 1 if plain else 0
-        self._last = (ctx.tokens, len(ctx.tokens), now, False)
-        return plain
+        return self.chose(plain)
 
     def drafted(self, n: int) -> None:
         if self._last is not None and n > 0:
-            self._last = self._last[:3] + (True,)
+            self._last = self._last[:3] + (n,)
+
+    def skip(self) -> None:
+        if self._last is not None:
+            self._last = self._last[:3] + (None,)
