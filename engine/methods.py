@@ -6,8 +6,8 @@ Contract: importing this module loads no torch (the CLI's ``--help`` reads it). 
 - ``drafts``: "nothing", "chain" or "tree"; ``deterministic``: whether q is a point mass;
 - ``auto_k``: what ``k = "auto"`` caps a draft at (an int), or None for the method's own trained
   budget (Medusa's tree, EAGLE's node budget); ``adaptive``: whether auto picks k at run time
-  below that cap (the draft model) rather than using it as is; ``k_means`` says what an explicit
-  k limits;
+  below that cap (the draft model, prompt lookup) rather than using it as is; ``k_means`` says
+  what an explicit k limits;
 - ``build(res)``: the proposer for an engine's loaded ``Resources``, or None when what the method
   needs is not there (no draft model, no heads folder), in which case the engine does not offer it.
 ``k_max(method, k)`` is the one rule turning a request's k into the proposer's cap.
@@ -124,7 +124,7 @@ def _loading(name: str, folder: Path, load: Callable[[], Any]):
 TOKENS = "draft tokens per step"
 NODES = "most tree nodes per step"
 DRAFT_AUTO_K = 8  # auto k adapts the draft model's length up to this
-LOOKUP_AUTO_K = 8  # copying is nearly free, so auto drafts this many tokens when the context allows
+LOOKUP_AUTO_K = 8  # auto k adapts lookup's length up to this (proposers/lookup_k.py)
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -153,8 +153,9 @@ METHODS: dict[str, Method] = {
             drafts="chain",
             deterministic=True,
             auto_k=LOOKUP_AUTO_K,
-            k_means=f"{TOKENS} (auto: {LOOKUP_AUTO_K})",
+            k_means=f"{TOKENS} (auto: adaptive, up to {LOOKUP_AUTO_K})",
             build=_lookup,
+            adaptive=True,
         ),
         Method(
             name="medusa",

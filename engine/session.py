@@ -205,10 +205,11 @@ def _steps(
         step += 1
         t0 = time.perf_counter()
         budget = min(spec.max_new_tokens - produced - 1, engine.context - len(tokens))
-        draft = Draft.empty()
+        draft, chose_plain = Draft.empty(), False
         if budget > 0:
             ctx = Context(tokens, spec, budget, k_max, gen, target.hidden, target_ms, corpus)
             draft = proposer.propose(ctx)
+            chose_plain = draft.n == 0 and bool(getattr(proposer, "chose_plain", False))
         t1 = time.perf_counter()
         logits = target.score(tokens[-1], draft)
         p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
@@ -229,7 +230,7 @@ def _steps(
             [depths[i] for i in verdict.path],
             len(new),
         )
-        stats.auto_plain += bool(draft.n == 0 and getattr(proposer, "chose_plain", False))
+        stats.auto_plain += chose_plain  # read when proposed: a step without a call chose nothing
         t3 = time.perf_counter()
         stats.elapsed_s = t3 - t_start
         yield StepEvent(

@@ -89,7 +89,7 @@ def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
     none = res["methods"]["none"]
     assert none["tau"] == 1.0 and none["speedup"] == 1.0 and none["k"] is None and none["alpha"] is None
     assert none["target_ms"] > 0
-    assert res["methods"]["lookup"]["k"] == 8 and res["methods"]["draft"]["k"] == "auto"
+    assert res["methods"]["lookup"]["k"] == "auto" and res["methods"]["draft"]["k"] == "auto"
     draft = res["methods"]["draft"]
     assert draft["c"] > 0 and draft["draft_ms_per_token"] > 0 and draft["predicted_speedup"] > 0
     assert 0.0 <= draft["alpha"] <= 1.0 and len(draft["alpha_per_position"]) >= 1
@@ -119,11 +119,11 @@ def test_make_rows_names_and_k() -> None:
     assert make_rows(["draft", "lookup"]) == [
         Row("none", "none"),
         Row("draft", "draft", "auto"),
-        Row("lookup", "lookup", 8),
+        Row("lookup", "lookup", "auto"),
     ]
     rows = make_rows(["none", "draft", "lookup"], [2, "auto"])
     assert [r.name for r in rows] == ["none", "draft@k=2", "draft@k=auto", "lookup@k=2", "lookup@k=auto"]
-    assert rows[0].k is None and rows[-1].k == 8
+    assert rows[0].k is None and rows[-1].k == "auto"
 
 
 def test_prompt_file_errors(tmp_path) -> None:

@@ -147,8 +147,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         default=["auto"],
         metavar="LIST",
         help=f"draft length(s) for draft and lookup: comma list of 1-{K_MAX} or auto (default: auto; "
-        f"for draft, auto adapts k to the measured alpha and c; for lookup auto means "
-        f"{METHODS['lookup'].auto_k}). Several values give one row each, named e.g. draft@k=2",
+        f"for draft, auto adapts k to the measured alpha and c; for lookup, to the measured acceptance "
+        f"per position and step cost, up to {METHODS['lookup'].auto_k}). Several values give one row "
+        "each, named e.g. draft@k=2",
     )
     h = b.add_argument_group("Hugging Face comparison")
     h.add_argument(

@@ -6,6 +6,14 @@ generated text), then the extra sequences in ``ctx.corpus`` (an editor's other d
 to ``min(ctx.k_max, ctx.budget)`` of the tokens that followed. The draft is deterministic (q =
 None: one-hot at the proposed tokens), so the verifier's sibling-wise rule accepts a token with
 probability p(x) and stays exact. No match gives an empty draft, i.e. a plain decoding step.
+
+With ``k = "auto"`` (``ctx.k_max`` is then the registry's cap, 8) the draft is the first k of
+those tokens, k in [0, cap] chosen each step from measured per-position acceptance and measured
+step costs (``lookup_k.py``); k = 0 is a plain step auto k chose (``chose_plain``, which the
+engine counts in ``Stats.auto_plain``). An explicit k drafts the whole match up to k, as always.
+``skip(tokens)`` tells auto k that a step of the request ran without a call (a batch row whose
+load policy capped k at 0). The measurements live on this object, so one proposer per engine
+carries them across requests; a batch row gets its own copy (``engine/batch/rows.py``).
 """
 
 from __future__ import annotations
@@ -15,17 +23,30 @@ import torch
 from ..seq import find_continuation
 from ..tree import Draft
 from .base import Context
+from .lookup_k import LookupAuto
 
 
 class PromptLookup:
     name = "lookup"
 
+    def __init__(self) -> None:
+        self.auto = LookupAuto()
+        self.chose_plain = False
+
     def propose(self, ctx: Context) -> Draft:
+        self.chose_plain = False
         budget = min(ctx.k_max or ctx.budget, ctx.budget)
         if budget <= 0:
             return Draft.empty()
         s = ctx.spec
         cont = find_continuation(ctx.tokens, s.ngram_max, s.ngram_min, budget, ctx.corpus)
+        if s.k == "auto":
+            cont = cont[: self.auto.choose(ctx, cont)]
+            self.auto.drafted(len(cont))
+            self.chose_plain = self.auto.chose_plain
         if not cont:
             return Draft.empty()
         return Draft.chain(torch.tensor(cont, dtype=torch.long))
+
+    def skip(self, tokens: list[int]) -> None:
+        self.auto.skip()
