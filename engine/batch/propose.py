@@ -5,7 +5,8 @@ allow: ``BatchDraft`` for ``draft`` when the draft model takes the ragged lean p
 use their own fork, as before), and batched heads for ``medusa``. ``propose(rows, target, context)``
 gives every row (``rows.Row``) its draft for this step (``Row.drafted``) and returns the rows whose
 proposer failed, with the error; the others are ready for the scoring forward. Rows of ``none``,
-``lookup`` and ``eagle`` propose one by one (lookup is a string search; EAGLE keeps per-row trees).
+``lookup`` and ``eagle`` propose one by one (lookup is a string search; EAGLE keeps per-row trees);
+a row whose step drafts nothing without a call (its k capped at 0) tells its proposer (``skip``).
 A batched group shares its time: each row's ``t_propose`` is the group's time over its size (what
 ``adapt.LoadPolicy`` charges per row). ``release(row)`` returns a leaving row's draft slot.
 """
@@ -48,6 +49,7 @@ class Proposers:
                 if row.trie is not None:  # token healing: the first step scores the trie
                     row.drafted(row.trie.draft)
                 elif ctx is None:
+                    _skip(row)
                     row.drafted(Draft.empty())
                 elif method == "draft" and self.draft is not None:
                     groups["draft"].append((row, ctx))
@@ -90,6 +92,13 @@ class Proposers:
         share = 1000 * (time.perf_counter() - t0) / len(pairs)
         for (row, _), draft in zip(pairs, drafts):
             row.drafted(draft, share)
+
+
+def _skip(row) -> None:
+    """A step without a call: a proposer that times its steps (lookup's auto k) is told."""
+    skip = getattr(row.proposer, "skip", None)
+    if skip is not None:
+        skip(row.tokens)
 
 
 def _failed(failed: list, row, e: Exception) -> None:

@@ -8,7 +8,8 @@ verifier), commit the row's own accepted path, and build its ``StepEvent`` with 
 as the single-request loop (``session._pieces``), so a row's tokens and events are those of its
 solo run whatever shares the batch (up to the float rounding discussed in docs/batching.md).
 ``Forks`` hands each row a proposer of its own for methods that keep state (the draft model's
-KV cache, EAGLE's), so rows never make each other resynchronise; stateless ones are shared.
+KV cache, EAGLE's, prompt lookup's auto-k measurements and the request they follow), so rows never
+make each other resynchronise; stateless ones are shared.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class BatchStepEvent(StepEvent):
 class Forks:
     """Per-row proposer copies for stateful proposers, recycled when rows end."""
 
-    STATEFUL = ("draft", "eagle")
+    STATEFUL = ("draft", "eagle", "lookup")
 
     def __init__(self, proposers: dict) -> None:
         self.proposers, self.free = proposers, {name: [] for name in proposers}
@@ -78,6 +79,8 @@ def _fork(p):
         f.ids, f.tracker, f.step_ms = [], AcceptanceTracker(), None
     elif p.name == "eagle":
         f.kv, f.ids = p.decoder.new_kv(p.kv.k.shape[1]), []
+    elif p.name == "lookup":
+        f.auto, f.chose_plain = p.auto.fork(), False  # the measurements so far, no request
     return f
 
 
