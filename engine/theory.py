@@ -28,9 +28,10 @@ Contract (all pure functions of floats, no torch):
 - ``neighbour_gap(alpha, k, c, r)`` = g(k) = alpha^(k+1)(k c + r) - c E_k: S(k+1) > S(k) iff
   g(k) > 0, and g(k+1) - g(k) = -(1 - alpha) alpha^(k+1)((k+1) c + r) < 0, so S is unimodal in k.
 - A verification cost that grows with k, r(k) = r0 + v k (``verify_cost``; the draft proposer's
-  auto-k uses r0 = 1, v = ``verify_cost``): ``fit_verify_cost(ks, rs)`` is the least-squares
-  (r0, v); S(alpha, k, c, r0 + v k) = S(alpha, k, c + v, r0) = S(alpha, k, (c + v)/r0, 1) / r0,
-  so ``best_k_linear(alpha, c, r0, v)`` = ``best_k(alpha, c + v, r=r0)`` and only (c + v)/r0 matters.
+  auto-k uses r0 = 1, v = ``verify_cost``; prompt lookup's fits it to measured step times):
+  ``fit_verify_cost(ks, rs, ws=None)`` is the (weighted) least-squares (r0, v);
+  S(alpha, k, c, r0 + v k) = S(alpha, k, c + v, r0) = S(alpha, k, (c + v)/r0, 1) / r0, so
+  ``best_k_linear(alpha, c, r0, v)`` = ``best_k(alpha, c + v, r=r0)`` and only (c + v)/r0 matters.
 - ``expected_tokens_tree(parents, accept)`` = 1 + sum over nodes of the product of ``accept`` along
   the node's root path, with accept[v] = P(v accepted | its parent accepted). For deterministic
   candidates verified sibling-wise (engine/verify.py) accept[v] = p_parent(x_v), and a chain gives
@@ -143,16 +144,19 @@ def verify_cost(k: float, r0: float, v: float) -> float:
     return r0 + v * k
 
 
-def fit_verify_cost(ks: Sequence[float], rs: Sequence[float]) -> tuple[float, float]:
-    """Least-squares (r0, v) of rs = r0 + v ks (ordinary linear regression; needs two distinct ks)."""
+def fit_verify_cost(ks: Sequence[float], rs: Sequence[float], ws: Sequence[float] | None = None) -> tuple[float, float]:
+    """Least-squares (r0, v) of rs = r0 + v ks (linear regression, weighted by ``ws`` if given, e.g.
+    how many steps each r averages; needs two distinct ks)."""
     n = len(ks)
-    if n != len(rs) or n < 2:
-        raise ValueError("need as many r as k, and at least two points")
-    mk, mr = sum(ks) / n, sum(rs) / n
-    sxx = sum((k - mk) ** 2 for k in ks)
+    ws = [1.0] * n if ws is None else list(ws)
+    if n != len(rs) or n != len(ws) or n < 2:
+        raise ValueError("need as many r (and weights) as k, and at least two points")
+    w = sum(ws)
+    mk, mr = sum(c * k for c, k in zip(ws, ks)) / w, sum(c * r for c, r in zip(ws, rs)) / w
+    sxx = sum(c * (k - mk) ** 2 for c, k in zip(ws, ks))
     if sxx == 0:
         raise ValueError("need at least two distinct k")
-    v = sum((k - mk) * (r - mr) for k, r in zip(ks, rs)) / sxx
+    v = sum(c * (k - mk) * (r - mr) for c, k, r in zip(ws, ks, rs)) / sxx
     return mr - v * mk, v
 
 

@@ -38,16 +38,28 @@ def test_plain_when_no_k_pays_with_a_probe_every_probe_every_steps() -> None:
     assert choose_k([0.05] * 8, LINEAR, 0, plain_run=PROBE_EVERY) == 0  # nothing to draft: no probe
 
 
-def test_step_costs_use_measured_sizes_and_a_line_elsewhere() -> None:
-    assert step_costs({}, 3) == pytest.approx([1.0 + PRIOR_V * n for n in range(4)])
-    by_size = {0: [10.0, 10.0 * 4e-3], 2: [5.0, 5.0 * 5e-3], 4: [5.0, 5.0 * 6e-3], 7: [1.0, 1.0]}
-    costs = step_costs(by_size, 8)
-    assert costs[0] == 1.0 and costs[2] == pytest.approx(1.25) and costs[4] == pytest.approx(1.5)
-    # sizes 1, 3, 5, 6, 8 (7's one step is too few) follow the least-squares line through (0, 1)
-    v = (5 * 2 * 0.25 + 5 * 4 * 0.5) / (5 * 4 + 5 * 16)
-    assert costs[1] == pytest.approx(1 + v) and costs[8] == pytest.approx(1 + 8 * v)
-    cheap = step_costs({0: [10.0, 0.04], 3: [10.0, 0.03]}, 4)  # drafting measured cheaper than plain
-    assert cheap[3] == pytest.approx(0.75) and cheap[4] == 1.0  # the line is never extrapolated downwards
+def test_step_costs_are_a_line_fitted_to_the_measured_sizes() -> None:
+    assert step_costs({}, 3) == pytest.approx([1.0 + PRIOR_V * n for n in range(4)])  # nothing timed yet
+    plain = [10.0, 10.0 * 4e-3]  # ten plain steps of 4 ms
+    by_size = {0: plain, 2: [5.0, 5.0 * 5e-3], 4: [5.0, 5.0 * 6e-3], 7: [1.0, 1.0]}  # r(2) 1.25, r(4) 1.5
+    costs = step_costs(by_size, 8)  # size 7's one stalled step is too few to enter the fit
+    assert costs == pytest.approx([1.0 + 0.125 * n for n in range(9)])
+    jump = step_costs({0: plain, 1: [10.0, 0.06], 8: [10.0, 0.0768]}, 8)  # one row to two: +50%
+    assert jump[1] == pytest.approx(1.5) and jump[8] == pytest.approx(1.92) and jump[4] == pytest.approx(1.68)
+    one = step_costs({0: plain, 3: [10.0, 0.045]}, 4)  # one size measured: the prior slope through it
+    assert one[3] == pytest.approx(1.125) and one[4] - one[3] == pytest.approx(PRIOR_V)
+    cheap = step_costs({0: plain, 2: [10.0, 0.036], 6: [10.0, 0.032]}, 8)  # drafting measured cheaper
+    assert cheap[1:] == pytest.approx([0.85] * 8)  # a falling line is never extrapolated: the mean
+
+
+def test_one_stalled_step_counts_as_at_most_twice_the_mean() -> None:
+    clock = Clock()
+    auto = LookupAuto(clock=clock)
+    _drive(auto, clock, [[]] * 10, lambda k: 1.0)
+    before = list(auto.steps.by_size[0])
+    _drive(auto, clock, [[], []], lambda k: 50.0)  # a descheduled process: one 50 s step
+    b = auto.steps.by_size[0]
+    assert b[1] == pytest.approx(0.9 * before[1] + 2.0 * before[1] / before[0])
 
 
 def _step(tracker: CopyTracker, tokens: list[int], cont: list[int], commit: list[int]) -> str:
@@ -119,11 +131,11 @@ def _drive(auto: LookupAuto, clock: Clock, conts, step_s) -> list[int]:
 def test_steps_are_timed_per_draft_size_and_a_skipped_step_is_not_one() -> None:
     clock = Clock()
     auto = LookupAuto(clock=clock)
-    _drive(auto, clock, [[5] * 8, []] * 10, lambda k: 1.0 + 0.5 * k)  # no match on every other step
+    _drive(auto, clock, [[5] * 8, []] * 10, lambda k: 1.0 + 0.1 * k)  # no match on every other step
     by = auto.steps.by_size
     assert by[0][1] / by[0][0] == pytest.approx(1.0)
     drafted = [n for n in by if n > 0]
-    assert all(by[n][1] / by[n][0] == pytest.approx(1.0 + 0.5 * n) for n in drafted)
+    assert drafted and all(by[n][1] / by[n][0] == pytest.approx(1.0 + 0.1 * n) for n in drafted)
     before = {n: list(v) for n, v in by.items()}
     ctx = SimpleNamespace(tokens=[1, 2], spec=SimpleNamespace(k="auto"), budget=9)
     auto.choose(ctx, [])

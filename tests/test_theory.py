@@ -238,6 +238,12 @@ def test_linear_verify_cost_identities():
     assert (r0, v) == pytest.approx((1.2, 0.08))
     with pytest.raises(ValueError):
         fit_verify_cost([2, 2], [1.0, 1.1])
+    # weighted: a point that averages 9 steps counts 9 times (equal to repeating it)
+    ks, rs = [1, 4, 8], [1.1, 1.3, 2.0]
+    assert fit_verify_cost(ks, rs, [1, 9, 1]) == pytest.approx(
+        fit_verify_cost([1] + [4] * 9 + [8], [1.1] + [1.3] * 9 + [2.0])
+    )
+    assert fit_verify_cost(ks, rs, [1, 1, 1]) == pytest.approx(fit_verify_cost(ks, rs))
 
 
 def _sweep_rows(method: str) -> list[dict]:

@@ -20,9 +20,10 @@ Contract:
 - The same clock, for a proposer with a rule of its own (prompt lookup's k, ``lookup_k.py``):
   ``begin(ctx)`` records the previous step and starts timing this one, ``chose(plain)`` sets
   ``chose_plain`` and the run; ``by_size`` keeps the decayed [steps, seconds] of steps per draft
-  size (0 = plain), each sample clipped to ``CLIP`` times its size's mean so one stalled step (a
-  descheduled process) does not stand for many; ``skip()`` says a step of this request ran without
-  a call (a batch's cap of 0), so the interval, which holds two steps, is not recorded.
+  size (0 = plain), each sample clipped to ``CLIP`` times its size's mean (a size's first, to the
+  plain steps' mean) so that one stalled step (a descheduled process) does not stand for many;
+  ``skip()`` says a step of this request ran without a call (a batch's cap of 0), so the interval,
+  which holds two steps, is not recorded.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import time
 
 PROBE_EVERY = 8  # as for chains (proposers/draft.py)
-CLIP = 4.0  # a by_size sample counts as at most this many times its size's mean
+CLIP = 2.0  # a by_size sample counts as at most this many times its size's mean (or the plain one's)
 
 
 def drafting_pays(tau: float, step_ratio: float, margin: float = 0.0) -> bool:
@@ -60,8 +61,9 @@ class PlainFallback:
         for i, v in enumerate((1.0, float(len(ctx.tokens) - last[1]), seconds)):
             s[i] = self.decay * s[i] + v
         b = self.by_size.setdefault(n, [0.0, 0.0])
-        if b[0] > 0:
-            seconds = min(seconds, CLIP * b[1] / b[0])
+        ref = b if b[0] > 0 else self.by_size.get(0)  # a size's first step: against the plain steps
+        if ref is not None and ref[0] > 0:
+            seconds = min(seconds, CLIP * ref[1] / ref[0])
         b[0], b[1] = self.decay * b[0] + 1.0, self.decay * b[1] + seconds
 
     def rates(self) -> tuple[float, float] | None:

@@ -19,9 +19,12 @@ Contract:
   when the previous step's continuation matched every token committed since, else ``fresh``.
   ``alphas(state)``: alpha_i = P(accept i | positions < i accepted, state), with a prior.
 - ``step_costs(by_size, cap)``: r(n), the wall time of a step drafting n tokens over a plain one's,
-  from ``PlainFallback.by_size`` (whole steps, propose to propose: scoring, verification, commit);
-  a size with fewer than ``MIN_STEPS`` (decayed) measured steps takes the least-squares line
-  r = 1 + v n through the measured sizes (v >= 0; ``PRIOR_V`` before any).
+  from ``PlainFallback.by_size`` (whole steps, propose to propose: scoring, verification, commit):
+  r(0) = 1 and, for n >= 1, the line r0 + v n fitted (``theory.fit_verify_cost``, weighted by
+  steps) to the mean of every size with at least ``MIN_STEPS`` (decayed) steps. A line, not each
+  size's own mean: the means of rarely drafted sizes are noisy, and a size that once measured slow
+  would never be drafted again to correct it. The free intercept keeps a jump at n = 1 (a wider
+  forward that leaves a one-row fast path); v >= 0; ``PRIOR_V`` before anything is measured.
 - ``choose_k(alphas, costs, cap, plain_run)``: the k in [1, cap] maximising E(k) / r(k), E(k) =
   1 + sum_{j<=k} prod_{i<=j} alpha_i (``theory.expected_tokens_per_position``), when it beats a
   plain step (E(0) = r(0) = 1); else 0, except that every ``PROBE_EVERY``-th chosen plain step in a
@@ -43,27 +46,33 @@ import time
 from collections.abc import Sequence
 
 from ..seq import common_prefix
-from ..theory import expected_tokens_per_position
+from ..theory import expected_tokens_per_position, fit_verify_cost
 from .draft import PROBE_EVERY
 from .fallback import PlainFallback
 
 DECAY = 0.95  # per tested position: about the last 20 tests of each position count
 PRIOR_ALPHA, PRIOR_WEIGHT = 0.6, 1.0  # the prior of every alpha_i, worth one test
 PRIOR_V = 0.07  # r(n) = 1 + 0.07 n before steps are timed: a missed 8-token draft cost 1.56x (docs/lsp.md)
-MIN_STEPS = 3.0  # decayed steps of a size before its own mean is trusted over the line
+MIN_STEPS = 2.0  # decayed steps of a size before its mean enters the fit
 STATES = ("fresh", "copy")
 
 
 def step_costs(by_size: dict[int, list[float]], cap: int, prior_v: float = PRIOR_V) -> list[float]:
-    """[r(0), ..., r(cap)] from per-size [steps, seconds]; r(0) = 1."""
+    """[r(0), ..., r(cap)] from per-size [steps, seconds]: r(0) = 1, and a drafting step on the line
+    r0 + v n fitted to the sizes measured at least ``MIN_STEPS`` times (weighted by their steps)."""
     plain = by_size.get(0)
-    if not plain or plain[0] < MIN_STEPS or plain[1] <= 0:
-        return [1.0 + prior_v * n for n in range(cap + 1)]
-    t0 = plain[1] / plain[0]
-    seen = {n: (s[0], s[1] / s[0] / t0) for n, s in by_size.items() if n > 0 and s[0] >= MIN_STEPS}
-    den = sum(w * n * n for n, (w, _) in seen.items())
-    v = max(0.0, sum(w * n * (r - 1.0) for n, (w, r) in seen.items()) / den) if den else prior_v
-    return [1.0] + [max(1e-3, seen[n][1]) if n in seen else 1.0 + v * n for n in range(1, cap + 1)]
+    pts = []
+    if plain and plain[0] >= MIN_STEPS and plain[1] > 0:
+        t0 = plain[1] / plain[0]
+        pts = [(n, s[1] / s[0] / t0, s[0]) for n, s in sorted(by_size.items()) if n > 0 and s[0] >= MIN_STEPS]
+    r0, v = 1.0, prior_v  # nothing measured yet
+    if len(pts) == 1:  # one size: the prior slope through it
+        r0 = pts[0][1] - prior_v * pts[0][0]
+    elif pts:
+        r0, v = fit_verify_cost(*zip(*pts))
+        if v < 0:  # never extrapolate a falling cost: the sizes' mean
+            r0, v = sum(r * w for _, r, w in pts) / sum(w for *_, w in pts), 0.0
+    return [1.0] + [max(1e-3, r0 + v * n) for n in range(1, cap + 1)]
 
 
 def choose_k(
