@@ -107,7 +107,8 @@ def method_note(method: str, k: Any, confidence: float, t: Transcript) -> str:
                 " (its confidence); a step where it stops at once drafts nothing and shows a plain token."
             )
         elif method == "lookup":
-            text += " A plain token means no n-gram of the context matched: nothing to copy."
+            text += " A plain token means no n-gram of the context matched: nothing to copy"
+            text += " (with k = auto, also that copying was measured not to pay)." if k == "auto" else "."
         if m.tree:
             text += (
                 " Position = depth in the tree; rejected siblings are struck; the bars count every node "

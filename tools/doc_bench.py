@@ -21,6 +21,13 @@ LABELS = {
 }
 
 
+def _label(name: str, d: dict) -> str:
+    """The row's label; lookup's names the k it ran with (8 before its auto k adapted, or auto)."""
+    if name == "lookup" and d.get("k") is not None:
+        return f"`lookup` (k {d['k']})"
+    return LABELS.get(name, f"`{name}`")
+
+
 def _rows(result: dict) -> dict:
     return {**result["methods"], **result["hf"]}
 
@@ -34,7 +41,7 @@ def table(result: dict) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, d in _rows(result).items():
         cells = [
-            LABELS.get(name, f"`{name}`"),
+            _label(name, d),
             _f(d["tokens_per_s"], ".1f"),
             _f(d.get("speedup_vs_fastest_plain"), ".2f", "x"),
             _f(d["speedup"], ".2f", "x"),
