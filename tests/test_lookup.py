@@ -62,3 +62,23 @@ def test_the_context_comes_first_then_the_corpus_in_order():
 def test_a_corpus_of_plain_lists_works_like_arrays():
     assert find_continuation([5, 6, 7, 1, 2], 2, 2, 4, corpus=[[9, 1, 2, 3, 4]]) == [3, 4]
     assert find_continuation([5, 6, 7, 1, 2], 2, 2, 4, corpus=[np.array([9, 1, 2, 3, 4])]) == [3, 4]
+
+
+def test_the_search_array_grows_with_the_request_and_follows_any_other_list():
+    from engine.proposers.lookup import Grown
+
+    g, tokens = Grown(), [1, 2, 3]
+    assert g.view(tokens).tolist() == [1, 2, 3]
+    first = g.arr
+    tokens.extend(range(4, 300))  # appended: copied into a larger buffer, the old part kept
+    assert g.view(tokens).tolist() == tokens and g.arr is not first
+    tokens.append(7)
+    buf = g.arr
+    assert g.view(tokens).tolist() == tokens and g.arr is buf  # room left: the same buffer
+    assert g.view([9, 8]).tolist() == [9, 8]  # another list
+    other = [9, 8]
+    g.view(other)
+    other[1] = 5  # changed in place (never done by the engine): noticed at the last cached token
+    assert g.view(other).tolist() == [9, 5]
+    del other[1:]
+    assert g.view(other).tolist() == [9]

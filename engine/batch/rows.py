@@ -81,6 +81,7 @@ def _fork(p):
         f.kv, f.ids = p.decoder.new_kv(p.kv.k.shape[1]), []
     elif p.name == "lookup":
         f.auto, f.chose_plain = p.auto.fork(), False  # the measurements so far, no request
+        f.grown = type(p.grown)()
     return f
 
 

@@ -14,10 +14,15 @@ engine counts in ``Stats.auto_plain``). An explicit k drafts the whole match up 
 ``skip(tokens)`` tells auto k that a step of the request ran without a call (a batch row whose
 load policy capped k at 0). The measurements live on this object, so one proposer per engine
 carries them across requests; a batch row gets its own copy (``engine/batch/rows.py``).
+
+The search runs on an int64 copy of the request's tokens that grows by what was appended since
+the last call (``Grown``), not on a fresh conversion of the whole list every step: a step's lookup
+is pure overhead when nothing matches, so it must stay small against a plain step.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..seq import find_continuation
@@ -26,12 +31,36 @@ from .base import Context
 from .lookup_k import LookupAuto
 
 
+class Grown:
+    """``view(tokens)``: ``tokens`` as an int64 array, copying only what was appended since the last
+    call with the same list (a request's token list only grows); anything else is copied afresh."""
+
+    def __init__(self) -> None:
+        self.of: list[int] | None = None
+        self.arr = np.empty(0, dtype=np.int64)
+        self.n = 0
+
+    def view(self, tokens: list[int]) -> np.ndarray:
+        n, have = len(tokens), self.n
+        if tokens is not self.of or n < have or (have and self.arr[have - 1] != tokens[have - 1]):
+            self.of, have = tokens, 0
+        if n > len(self.arr):
+            grown = np.empty(max(2 * n, 256), dtype=np.int64)
+            grown[:have] = self.arr[:have]
+            self.arr = grown
+        if n > have:
+            self.arr[have:n] = tokens[have:n]
+        self.n = n
+        return self.arr[:n]
+
+
 class PromptLookup:
     name = "lookup"
 
     def __init__(self) -> None:
         self.auto = LookupAuto()
         self.chose_plain = False
+        self.grown = Grown()
 
     def propose(self, ctx: Context) -> Draft:
         self.chose_plain = False
@@ -39,7 +68,7 @@ class PromptLookup:
         if budget <= 0:
             return Draft.empty()
         s = ctx.spec
-        cont = find_continuation(ctx.tokens, s.ngram_max, s.ngram_min, budget, ctx.corpus)
+        cont = find_continuation(self.grown.view(ctx.tokens), s.ngram_max, s.ngram_min, budget, ctx.corpus)
         if s.k == "auto":
             cont = cont[: self.auto.choose(ctx, cont)]
             self.auto.drafted(len(cont))

@@ -46,7 +46,7 @@ import time
 from collections.abc import Sequence
 
 from ..seq import common_prefix
-from ..theory import expected_tokens_per_position, fit_verify_cost
+from ..theory import fit_verify_cost
 from .draft import PROBE_EVERY
 from .fallback import PlainFallback
 
@@ -80,11 +80,12 @@ def choose_k(
 ) -> int:
     """The k in [1, cap] with the most expected tokens per unit of step time if that beats a plain
     step, else 0 (but the best k on every ``probe_every``-th plain step in a row)."""
-    best, rate = 0, 0.0
-    for k in range(1, cap + 1):
-        r = expected_tokens_per_position(alphas[:k]) / costs[k]
-        if r > rate:
-            best, rate = k, r
+    best, rate, e, reach = 0, 0.0, 1.0, 1.0
+    for k in range(1, cap + 1):  # e = E(k), theory.expected_tokens_per_position(alphas[:k]), grown by one term
+        reach *= alphas[k - 1]
+        e += reach
+        if e / costs[k] > rate:
+            best, rate = k, e / costs[k]
     if rate > 1.0 or (best and plain_run + 1 >= probe_every):
         return best
     return 0
