@@ -226,3 +226,15 @@ def test_lookup_rows_in_a_batch_adapt_on_their_own_forks_and_keep_the_tokens(eng
         # policy may cap every step of a row at 0 in a shared forward: nothing of its own to time)
     finally:
         b.shutdown(10)
+
+
+def test_the_trace_tool_summarises_paired_rows() -> None:
+    from tools.lookup_k_trace import summary, table
+
+    ms = {"none": [10.0, 20.0, 30.0], "lookup_k8": [11.0, 22.0, 27.0], "lookup_auto": [10.0, 21.0, 27.0]}
+    counts = {r: {"steps": 9, "drafted": 4, "auto_plain": 1, "identical": 3} for r in ms}
+    rows = summary(ms, counts)
+    assert rows["none"]["p50_vs_none"] == 1.0 and rows["lookup_k8"]["p50_vs_none"] == pytest.approx(1.1)
+    assert rows["lookup_auto"]["median_pair_vs_none"] == pytest.approx(1.0)  # pairs 1.0, 1.05, 0.9
+    assert rows["lookup_auto"]["sum_vs_k8"] == pytest.approx(58 / 60)
+    assert "lookup_auto vs lookup_k8" in table(rows)
