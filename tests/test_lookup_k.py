@@ -238,3 +238,24 @@ def test_the_trace_tool_summarises_paired_rows() -> None:
     assert rows["lookup_auto"]["median_pair_vs_none"] == pytest.approx(1.0)  # pairs 1.0, 1.05, 0.9
     assert rows["lookup_auto"]["sum_vs_k8"] == pytest.approx(58 / 60)
     assert "lookup_auto vs lookup_k8" in table(rows)
+
+
+def test_the_ab_tool_tabulates_alternated_runs(tmp_path) -> None:
+    import json
+
+    from tools.lookup_k_ab import merge, table
+
+    def lsp_run(name: str, lookup_ms: list[float]) -> str:
+        rows = {
+            "none": [{"ms": 10.0, "tokens": t, "text": "x"} for t in (4, 20)],
+            "lookup": [{"ms": ms, "tokens": t, "text": "x"} for ms, t in zip(lookup_ms, (4, 20))],
+        }
+        path = tmp_path / name
+        path.write_text(json.dumps({"config": {}, "methods": {}, "rows": rows}))
+        return str(path)
+
+    merged = merge("lsp-bench", [lsp_run("m.json", [10.0, 8.0])], [lsp_run("b.json", [9.0, 6.0])])
+    assert "text" not in json.dumps(merged)  # compact: the times and lengths only
+    lines = table(merged).splitlines()
+    assert lines[2] == "| main | 1 | 0.90 | 0.90 | 0.90 | 0.80 | 1.00 |"
+    assert lines[3] == "| branch | 1 | 0.75 | 0.75 | 0.75 | 0.60 | 0.90 |"
