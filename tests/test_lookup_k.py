@@ -247,8 +247,8 @@ def test_the_ab_tool_tabulates_alternated_runs(tmp_path) -> None:
 
     def lsp_run(name: str, lookup_ms: list[float]) -> str:
         rows = {
-            "none": [{"ms": 10.0, "tokens": t, "text": "x"} for t in (4, 20)],
-            "lookup": [{"ms": ms, "tokens": t, "text": "x"} for ms, t in zip(lookup_ms, (4, 20))],
+            "none": [{"ms": 10.0, "tokens": t, "tau": 1.0, "text": "x"} for t in (4, 20)],
+            "lookup": [{"ms": ms, "tokens": t, "tau": ms / 5, "text": "x"} for ms, t in zip(lookup_ms, (4, 20))],
         }
         path = tmp_path / name
         path.write_text(json.dumps({"config": {}, "methods": {}, "rows": rows}))
@@ -259,3 +259,4 @@ def test_the_ab_tool_tabulates_alternated_runs(tmp_path) -> None:
     lines = table(merged).splitlines()
     assert lines[2] == "| main | 1 | 0.90 | 0.90 | 0.90 | 0.80 | 1.00 |"
     assert lines[3] == "| branch | 1 | 0.75 | 0.75 | 0.75 | 0.60 | 0.90 |"
+    assert lines[4] == "main: lookup's median tau 1.80, 0% accept nothing"  # taus 2.0 and 1.6

@@ -8,8 +8,9 @@ fit in one small file: ``lsp-bench`` (``tools.lsp_bench`` JSONs) each row's requ
 completion lengths by method; ``bench`` (``specdec bench`` JSONs) the rows' summaries (without
 the calibration timings); ``replay`` (``tools.lsp_replay`` JSONs) the per-method summaries and the
 model-run times. ``table(merged)`` is the markdown: per run and pooled, a method's p50 over
-``none``'s, and for ``lsp-bench`` also the mean, the median of the per-position ratios and the
-completions of 16 tokens or more against the shorter ones; for ``bench`` speedup, tau, k_mean and
+``none``'s, and for ``lsp-bench`` also the mean, the median of the per-position ratios, the
+completions of 16 tokens or more against the shorter ones, and lookup's tau (median, and the share
+of completions that accepted nothing); for ``bench`` speedup, tau, k_mean and
 auto k's plain steps. Why: one run of these benches moves by more than the change under test, so
 the docs quote several alternated runs, and the quoted figures are computed here, not by hand.
 """
@@ -31,6 +32,7 @@ def _slim(kind: str, d: dict) -> dict:
         return {
             "config": d["config"],
             "ms": {m: [round(r["ms"], 2) for r in rs] for m, rs in rows.items()},
+            "tau": {m: [round(r["tau"], 4) for r in rs] for m, rs in rows.items()},
             "tokens": [r["tokens"] for r in rows["none"]],
         }
     if kind == "bench":
@@ -42,9 +44,9 @@ def _slim(kind: str, d: dict) -> dict:
     return {"config": d["config"], "methods": methods, "model_ms": model_ms}
 
 
-def merge(kind: str, main: list[str], branch: list[str]) -> dict:
+def merge(kind: str, main: list[str], branch: list[str], note: str = "") -> dict:
     load = lambda p: _slim(kind, json.loads(Path(p).read_text(encoding="utf-8")))  # noqa: E731
-    return {"kind": kind, "main": {p: load(p) for p in main}, "branch": {p: load(p) for p in branch}}
+    return {"kind": kind, "note": note, "main": {p: load(p) for p in main}, "branch": {p: load(p) for p in branch}}
 
 
 def _lsp_bench_row(run: dict) -> dict:
@@ -72,6 +74,10 @@ def table(merged: dict) -> str:
             rows = [_lsp_bench_row(r) for r in merged[side].values()]
             cells = [" ".join(f"{r[k]:.2f}" for r in rows) for k in ("p50", "mean", "pair", "long", "short")]
             lines.append(f"| {side} | {len(rows)} | " + " | ".join(cells) + " |")
+        for side in ("main", "branch"):
+            tau = [t for r in merged[side].values() for t in r["tau"]["lookup"]]
+            nothing = sum(t <= 1.0 for t in tau) / len(tau)
+            lines.append(f"{side}: lookup's median tau {statistics.median(tau):.2f}, {nothing:.0%} accept nothing")
         return "\n".join(lines)
     if kind == "bench":
         lines = [
@@ -112,9 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("kind", choices=("lsp-bench", "bench", "replay"))
     p.add_argument("--main", type=lambda s: s.split(","), required=True)
     p.add_argument("--branch", type=lambda s: s.split(","), required=True)
+    p.add_argument("--note", default="", help="what the runs do not record themselves (the commits, an env var)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    merged = merge(args.kind, args.main, args.branch)
+    merged = merge(args.kind, args.main, args.branch, args.note)
     print(table(merged), file=sys.stderr)
     write_results(merged, args.json)
     return 0

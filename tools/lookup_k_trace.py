@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -58,7 +59,9 @@ def run(args: argparse.Namespace) -> dict:
                     c["auto_plain"] += res.stats.auto_plain
                 for r in ROWS:
                     counts[r]["identical"] += got[r] == got["none"]
-    return {"config": {k: str(v) for k, v in vars(args).items()}, "rows": summary(ms, counts), "ms": ms}
+    rounded = {r: [round(x, 2) for x in xs] for r, xs in ms.items()}
+    config = {k: str(v) for k, v in vars(args).items()} | {"SPECDEC_PACKED": os.environ.get("SPECDEC_PACKED")}
+    return {"config": config, "rows": summary(ms, counts), "ms": rounded}
 
 
 def summary(ms: dict[str, list[float]], counts: dict) -> dict:
