@@ -7,8 +7,10 @@ same prompt list (client j takes the next unserved prompt), each request through
 tokens/s (all tokens / wall time), per-request p50/p95 time to first token and tokens/s, and
 ``identical`` (every request's tokens equal its solo greedy run through the single-request loop,
 which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``load`` repeat draft
-and lookup on a backend with the load policy (``adaptive=True``, engine/batch/adapt.py). ``hf`` adds transformers'
-own continuous batching (``model.generate_batch`` with ``max_requests_per_batch = c``, greedy) on
+and lookup on a second backend with the load policy (``adaptive=True``, engine/batch/adapt.py),
+each cell right after the same method's fixed-k cell at that level, so the host's drift hits both alike.
+``hf`` adds transformers' own continuous batching (``model.generate_batch`` with
+``max_requests_per_batch = c``, greedy) on
 a second copy of the target (it switches the model's attention implementation), with identity
 checks. ``vllm`` (``--compare-vllm none,draft``) adds vLLM's own server on the same prompts and
 levels (``tools/bench_vllm_rows.py``, rows ``vllm``). ``main(args)`` prints a table and writes
@@ -101,23 +103,22 @@ def run_concurrency(
     cell, ref = _cell(local, ids, spec_of["none"], 1)
     local.shutdown(10)
     rows = [{"row": "local", "method": "none", "c": 1, **cell, "identical": True}]
-    backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)
-    _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))  # warm-up
-    for c in levels:
-        for m in methods:
-            cell, out = _cell(backend, ids, spec_of[m], c)
-            rows.append({"row": "batch", "method": m, "c": c, **cell, "identical": out == ref})
-            print(f"  c={c:<3} {m:<7} {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
-    backend.shutdown(10)
     adaptive = [m for m in methods if m in ("draft", "lookup")]
+    backends = {"batch": BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)}
     if adaptive:
-        backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
-        _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))  # warm-up: start-up timing untimed
-        for c in levels:
-            for m in adaptive:
+        backends["load"] = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
+    for backend in backends.values():  # warm-up: start-up timing untimed
+        _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))
+    for c in levels:  # a method's fixed-k and load-policy cells back to back, so host drift hits both alike
+        for m in methods:
+            for kind, backend in backends.items():
+                if kind == "load" and m not in adaptive:
+                    continue
                 cell, out = _cell(backend, ids, spec_of[m], c)
-                rows.append({"row": "load", "method": m, "c": c, **cell, "identical": out == ref})
-                print(f"  c={c:<3} {m}+load {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+                rows.append({"row": kind, "method": m, "c": c, **cell, "identical": out == ref})
+                label = m if kind == "batch" else f"{m}+load"
+                print(f"  c={c:<3} {label:<11} {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+    for backend in backends.values():
         backend.shutdown(10)
     if hf:
         from engine.loading import load_model
