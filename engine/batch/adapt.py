@@ -37,6 +37,8 @@ Exactness never depends on any of this: k only bounds what is drafted.
 
 from __future__ import annotations
 
+from collections import Counter
+
 PRIOR_ALPHA = 0.6
 EXPLORE = 32
 DEPTH_DECAY = 0.98  # per row step: deep depths are reached rarely, so they need a longer memory
@@ -124,11 +126,13 @@ class LoadPolicy:
         old = self.realised.get(key)
         self.realised[key] = rate if old is None else 0.8 * old + 0.2 * rate
 
-    def expected(self, method: str, k: int) -> float:
+    def depth_rates(self, method: str) -> tuple[list[float], list[float]]:
+        """(a(d), r(j)) of a method (``DepthCounts.rates``); the prior before it was measured."""
         counts = self.depths.get(method)
-        if counts is None:
-            return expected_tokens(PRIOR_ALPHA, k)
-        return expected_tokens_by_depth(*counts.rates(), k)
+        return counts.rates() if counts is not None else ([PRIOR_ALPHA], [1.0])
+
+    def expected(self, method: str, k: int) -> float:
+        return expected_tokens_by_depth(*self.depth_rates(method), k)
 
     def forward_ms(self, rows: int, q: int) -> float:
         if (rows, q) in self.cost:
@@ -157,9 +161,11 @@ class LoadPolicy:
             return 0
         best, best_rate = 0, -1.0
         rates = {}
+        count = Counter(methods)  # each method's figures once, not once per row
+        per = {m: self.depth_rates(m) for m in count}
         for k in ks:
-            tokens = sum(self.expected(m, k) for m in methods)
-            ms = self.forward_ms(rows, 1 + k) + sum(k * self.propose.get(m, 0.0) for m in methods)
+            tokens = sum(n * expected_tokens_by_depth(*per[m], k) for m, n in count.items())
+            ms = self.forward_ms(rows, 1 + k) + sum(n * k * self.propose.get(m, 0.0) for m, n in count.items())
             rates[k] = tokens / ms
             if rates[k] > best_rate * 1.0001:
                 best, best_rate = k, rates[k]
