@@ -103,7 +103,8 @@ class Steps:
                 if not feeds:  # a folded prefill chunk's cost is no (rows, q) cost: not recorded
                     self.policy.observe_forward(len(entries), max(1 + e[1].n for e in entries if e), score_ms)
                     new = sum(r.produced for r in live) - produced
-                    self.policy.observe_step(len(entries), new, 1000 * (time.perf_counter() - t_step))
+                    ms = 1000 * (time.perf_counter() - t_step) - self._proposers.catch_up_ms  # as its propose cost
+                    self.policy.observe_step(len(entries), new, ms)
         for row, e in failed:
             self._end(row, "error", e)
         for row in [r for r in live if r.stop is not None]:
