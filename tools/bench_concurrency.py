@@ -195,6 +195,23 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def policy_gaps(result: dict) -> str:
+    """Per level, each load-policy row against the better of plain and the same method's fixed k
+    (issue 15's goal: no worse than -5%), as a markdown table."""
+    cell = {(r["row"], r["method"], r["c"]): r["tok_s"] for r in result["rows"]}
+    methods = list(dict.fromkeys(r["method"] for r in result["rows"] if r["row"] == "load"))
+    lines = ["| c | " + " | ".join(f"{m} + load vs best of none / {m}" for m in methods) + " |"]
+    lines.append("|---" * (len(methods) + 1) + "|")
+    for c in result["levels"]:
+        cells = []
+        for m in methods:
+            best = max(cell.get(("batch", "none", c), 0.0), cell.get(("batch", m, c), 0.0))
+            got = cell.get(("load", m, c))
+            cells.append(f"{got:.0f} vs {best:.0f} ({got / best - 1:+.1%})" if got and best else "")
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def chart(result: dict) -> str:
     from .svgplot import DASHED, DOTTED, Series, line_chart
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from engine import theory as T
-from tools import doc_bench, theory_table
+from tools import bench_concurrency, doc_bench, theory_table
 from tools.doc_tables import heads_table, load, lookup_match_table, lookup_sets_table, sweep_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,6 +164,17 @@ for _tag, _file in (
     FIGURES[f"{_tag}_fastest"] = lambda f=_file: doc_bench.fastest(load(f))
     for _a, _b in (("none", "hf_greedy"), ("draft", "hf_assisted"), ("lookup", "hf_lookup")):
         FIGURES[f"{_tag}_{_a}_vs_{_b}"] = lambda f=_file, a=_a, b=_b: doc_bench.ratio(load(f), a, b)
+
+
+# concurrency grids (docs/batching.md): the table and the load policy's gaps, from each grid's JSON
+for _tag, _file in (
+    ("quiet", "concurrency-cpu-quiet"),
+    ("quiet_r3", "concurrency-cpu-quiet-r3"),
+    ("quiet_vllm", "concurrency-cpu-quiet-vllm"),
+    ("quiet_final", "concurrency-cpu-quiet-final"),
+):
+    FIGURES[f"grid_{_tag}"] = lambda f=_file: bench_concurrency.markdown(load(f))
+    FIGURES[f"gaps_{_tag}"] = lambda f=_file: bench_concurrency.policy_gaps(load(f))
 
 
 def value(name: str) -> str:
