@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from engine.backend import Request
 from engine.batch import BatchBackend
-from engine.batch.adapt import LoadPolicy, expected_tokens, expected_tokens_by_depth
+from engine.batch.adapt import LoadPolicy, expected_tokens_by_depth
 from engine.config import GenerateSpec
+from engine.theory import expected_tokens
 
 
 def test_expected_tokens_is_the_geometric_run():

@@ -45,17 +45,10 @@ DEPTH_DECAY = 0.98  # per row step: deep depths are reached rarely, so they need
 ADAPTIVE = ("draft", "lookup")  # chain methods whose k = "auto" the policy caps
 
 
-def expected_tokens(alpha: float, k: int) -> float:
-    if k == 0:
-        return 1.0
-    alpha = min(max(alpha, 0.0), 0.999)
-    return (1 - alpha ** (k + 1)) / (1 - alpha)
-
-
 def expected_tokens_by_depth(accept: list[float], drafted: list[float], k: int) -> float:
     """1 + sum_{j<=k} drafted[j] prod_{d<=j} accept[d] (lists indexed from depth 1 at 0; a depth
     past a list's end takes its last entry). With accept = [a] * k and drafted = [1] * k it is
-    ``expected_tokens(a, k)``."""
+    ``theory.expected_tokens(a, k)``, the i.i.d. geometric run."""
     total, run = 1.0, 1.0
     for j in range(k):
         run *= accept[min(j, len(accept) - 1)]

@@ -130,9 +130,9 @@ class Row:
         self.t_begin = time.perf_counter()
         self.step += 1
         budget = min(self.spec.max_new_tokens - self.produced - 1, context - len(self.tokens))
-        k_max = self.cap
-        if budget > 0 and k_max != 0:
-            return Context(self.tokens, self.spec, budget, k_max, self.gen, hidden, self.target_ms, self.corpus)
+        cap = self.cap
+        if budget > 0 and cap != 0:
+            return Context(self.tokens, self.spec, budget, cap, self.gen, hidden, self.target_ms, self.corpus)
         return None
 
     @property
