@@ -4,13 +4,44 @@ from __future__ import annotations
 
 from engine.backend import Request
 from engine.batch import BatchBackend
-from engine.batch.adapt import LoadPolicy, expected_tokens
+from engine.batch.adapt import LoadPolicy, expected_tokens_by_depth
 from engine.config import GenerateSpec
+from engine.theory import expected_tokens
 
 
 def test_expected_tokens_is_the_geometric_run():
     assert expected_tokens(0.5, 0) == 1.0
     assert abs(expected_tokens(0.5, 2) - 1.75) < 1e-12
+
+
+def test_expected_tokens_by_depth_generalises_the_geometric_run():
+    for a in (0.3, 0.55, 0.9):
+        for k in (0, 1, 3, 8):
+            assert abs(expected_tokens_by_depth([a], [1.0], k) - expected_tokens(a, k)) < 1e-12
+    assert expected_tokens_by_depth([1.0, 1.0, 0.0], [1.0], 8) == 3.0  # right for two tokens, then never
+    assert expected_tokens_by_depth([1.0], [1.0, 0.5, 0.0], 8) == 2.5  # drafts of 1 or 2 tokens, all accepted
+
+
+def test_bursty_chains_are_measured_per_depth():
+    """Lookup-like chains: half the steps miss at the first token, half copy all 8 correctly; and a
+    step without a match drafts nothing. The per-depth rates see what the i.i.d. alpha cannot."""
+    p = LoadPolicy()
+    for i in range(200):
+        p.observe_row("lookup", *((1, 0, 8) if i % 2 else (8, 8, 8)), 0.0, 8)
+    accept, share = p.depths["lookup"].rates()
+    assert abs(accept[0] - 0.5) < 0.02 and min(accept[1:]) > 0.999 and min(share) > 0.999
+    assert abs(p.expected("lookup", 8) - 5.0) < 0.1 and abs(p.expected("lookup", 1) - 1.5) < 0.02
+    for _ in range(200):
+        p.observe_row("lookup", 0, 0, 0, 0.0, 8)  # no match: nothing drafted whatever the cap
+    assert max(p.depths["lookup"].rates()[1]) < 0.05
+    q = LoadPolicy()
+    for _ in range(50):
+        q.observe_row("draft", 3, 2, 8, 0.0, 8)  # right for exactly two tokens every time
+    assert abs(q.expected("draft", 2) - 3.0) < 1e-9 and abs(q.expected("draft", 8) - 3.0) < 1e-9
+    for rows in (1, 4):
+        for qq in (1, 9):
+            q.observe_forward(rows, qq, 10.0 + rows * qq)
+    assert q.choose(["draft"] * 4, 4) == 2  # no deeper draft can pay: it only widens the forward
 
 
 def _policy(cost) -> LoadPolicy:
@@ -30,8 +61,8 @@ def test_flat_cost_and_good_drafts_draft_long():
 
 def test_a_full_batch_whose_cost_grows_with_tokens_stops_drafting():
     p = _policy(lambda rows, q: 5.0 + 2.0 * rows * q)  # compute-bound: every token costs
-    for _ in range(20):
-        p.observe_row("draft", 4, 1, 4, 1.0)
+    for i in range(20):  # chains accepted at the first depth one step in four (alpha 0.25), never deeper
+        p.observe_row("draft", *((2, 1, 4) if i % 4 == 0 else (1, 0, 4)), 1.0, 4)
     assert p.choose(["draft"] * 16, 16) == 0
     assert p.last["k"] == 0 and set(p.last["est_tok_per_ms"]) >= {0, 1, 8}
 

@@ -50,3 +50,8 @@ def test_the_concurrency_bench_runs_and_checks_identity(engine, prompts):
     assert all(r["identical"] for r in result["rows"])
     assert all(r["tokens"] == 12 for r in result["rows"])
     assert "lookup" in table(result) and "| none |" in markdown(result) and chart(result).startswith("<svg")
+    again = run_concurrency(engine, prompts[:3], [2], ["none", "lookup"], 4, hf=False, repeats=3)
+    cells = [r for r in again["rows"] if r["row"] != "local"]
+    assert again["repeats"] == 3 and len(cells) == 3 and all(r["identical"] for r in again["rows"])
+    for r in cells:  # the kept run is the median of its three
+        assert len(r["tok_s_runs"]) == 3 and r["tok_s"] == sorted(r["tok_s_runs"])[1]

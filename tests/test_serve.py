@@ -104,7 +104,15 @@ def test_eight_concurrent_clients_each_get_their_own_exact_stream(srv, engine):
     for i, msgs in enumerate(streams):
         assert all(m["id"] == f"c{i}" for m in msgs)
         assert check_stream(msgs) == expected[i], f"client {i} got a different stream"
-    served = [j for j in srv.server.backend.finished if str(j.id).startswith("c")][-8:]
+    # the model thread records a request in ``finished`` just after its ``done`` went out: wait for the last one
+    want, deadline = sorted(f"c{i}" for i in range(8)), time.monotonic() + 5.0
+
+    def served_last() -> list:
+        return [j for j in srv.server.backend.finished if str(j.id).startswith("c")][-8:]
+
+    while sorted(j.id for j in served_last()) != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    served = served_last()
     assert sorted(j.id for j in served) == sorted(f"c{i}" for i in range(8))
     assert [j.seq for j in served] == sorted(j.seq for j in served)  # first come (to the server), first served
 

@@ -129,7 +129,8 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="time every (prompt, row) N times; per-prompt tok/s is the median of the "
-        "repeats, counters and totals sum over all of them (default: 1)",
+        "repeats, counters and totals sum over all of them (default: 1); with --concurrency, every cell "
+        "N times in rounds, the median run kept",
     )
     m = b.add_argument_group("methods")
     m.add_argument(

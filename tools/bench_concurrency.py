@@ -7,8 +7,13 @@ same prompt list (client j takes the next unserved prompt), each request through
 tokens/s (all tokens / wall time), per-request p50/p95 time to first token and tokens/s, and
 ``identical`` (every request's tokens equal its solo greedy run through the single-request loop,
 which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``load`` repeat draft
-and lookup on a backend with the load policy (``adaptive=True``, engine/batch/adapt.py). ``hf`` adds transformers'
-own continuous batching (``model.generate_batch`` with ``max_requests_per_batch = c``, greedy) on
+and lookup on a second backend with the load policy (``adaptive=True``, engine/batch/adapt.py),
+each cell right after the same method's fixed-k cell at that level, so the host's drift hits both alike.
+``repeats``
+(``--repeats``) runs every cell that many times in rounds and keeps the median run (``tok_s_runs``:
+all of them), so a ratio of two cells is not one slow minute's.
+``hf`` adds transformers' own continuous batching (``model.generate_batch`` with
+``max_requests_per_batch = c``, greedy) on
 a second copy of the target (it switches the model's attention implementation), with identity
 checks. ``vllm`` (``--compare-vllm none,draft``) adds vLLM's own server on the same prompts and
 levels (``tools/bench_vllm_rows.py``, rows ``vllm``). ``main(args)`` prints a table and writes
@@ -89,8 +94,25 @@ def _hf_cell(model, ids: list[list[int]], c: int, max_new: int, eos: int) -> tup
     return {"tokens": tokens, "wall_s": wall, "tok_s": tokens / wall}, out
 
 
+def _median_cell(cells: list[tuple[dict, list[list[int]]]]) -> tuple[dict, bool]:
+    """Of one cell's repeats, the run with the median tokens/s (its TTFT and per-request figures
+    come with it), every run's tokens/s in ``tok_s_runs``; identical only if every run was."""
+    ranked = sorted(cells, key=lambda c: c[0]["tok_s"])
+    cell = dict(ranked[(len(ranked) - 1) // 2][0])
+    if len(cells) > 1:
+        cell["tok_s_runs"] = [c[0]["tok_s"] for c in cells]
+    return cell, [c[1] for c in cells]
+
+
 def run_concurrency(
-    engine, prompts: list[str], levels: list[int], methods: list[str], max_new: int, hf: bool, vllm=None
+    engine,
+    prompts: list[str],
+    levels: list[int],
+    methods: list[str],
+    max_new: int,
+    hf: bool,
+    vllm=None,
+    repeats: int = 1,
 ):
     from engine.batch import BatchBackend
     from engine.local import LocalBackend
@@ -101,23 +123,25 @@ def run_concurrency(
     cell, ref = _cell(local, ids, spec_of["none"], 1)
     local.shutdown(10)
     rows = [{"row": "local", "method": "none", "c": 1, **cell, "identical": True}]
-    backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)
-    _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))  # warm-up
-    for c in levels:
-        for m in methods:
-            cell, out = _cell(backend, ids, spec_of[m], c)
-            rows.append({"row": "batch", "method": m, "c": c, **cell, "identical": out == ref})
-            print(f"  c={c:<3} {m:<7} {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
-    backend.shutdown(10)
     adaptive = [m for m in methods if m in ("draft", "lookup")]
+    backends = {"batch": BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)}
     if adaptive:
-        backend = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
-        _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))  # warm-up: start-up timing untimed
-        for c in levels:
-            for m in adaptive:
-                cell, out = _cell(backend, ids, spec_of[m], c)
-                rows.append({"row": "load", "method": m, "c": c, **cell, "identical": out == ref})
-                print(f"  c={c:<3} {m}+load {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+        backends["load"] = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
+    for backend in backends.values():  # warm-up: start-up timing untimed
+        _cell(backend, ids[: max(levels)], spec_of["none"], max(levels))
+    cells = [(kind, m) for m in methods for kind in backends if kind == "batch" or m in adaptive]
+    for c in levels:  # a method's fixed-k and load-policy cells back to back, so host drift hits both alike
+        runs: dict = {cell: [] for cell in cells}
+        for _ in range(repeats):  # every cell once per round: a slow minute lands in one round of each
+            for kind, m in cells:
+                cell, out = _cell(backends[kind], ids, spec_of[m], c)
+                runs[(kind, m)].append((cell, out))
+                label = m if kind == "batch" else f"{m}+load"
+                print(f"  c={c:<3} {label:<11} {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+        for (kind, m), done in runs.items():
+            cell, outs = _median_cell(done)
+            rows.append({"row": kind, "method": m, "c": c, **cell, "identical": all(o == ref for o in outs)})
+    for backend in backends.values():
         backend.shutdown(10)
     if hf:
         from engine.loading import load_model
@@ -133,7 +157,7 @@ def run_concurrency(
         from .bench_vllm_rows import vllm_rows
 
         rows += vllm_rows(ids, levels, max_new, ref, vllm)
-    return {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "rows": rows}
+    return {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "repeats": repeats, "rows": rows}
 
 
 def table(result: dict) -> str:
@@ -168,6 +192,23 @@ def markdown(result: dict) -> str:
         "none, time to first token p50 / p95 (ms): "
         + ", ".join(f"c={r['c']}: {r['ttft_p50_ms']:.0f} / {r['ttft_p95_ms']:.0f}" for r in ttft)
     )
+    return "\n".join(lines)
+
+
+def policy_gaps(result: dict) -> str:
+    """Per level, each load-policy row against the better of plain and the same method's fixed k
+    (issue 15's goal: no worse than -5%), as a markdown table."""
+    cell = {(r["row"], r["method"], r["c"]): r["tok_s"] for r in result["rows"]}
+    methods = list(dict.fromkeys(r["method"] for r in result["rows"] if r["row"] == "load"))
+    lines = ["| c | " + " | ".join(f"{m} + load vs best of none / {m}" for m in methods) + " |"]
+    lines.append("|---" * (len(methods) + 1) + "|")
+    for c in result["levels"]:
+        cells = []
+        for m in methods:
+            best = max(cell.get(("batch", "none", c), 0.0), cell.get(("batch", m, c), 0.0))
+            got = cell.get(("load", m, c))
+            cells.append(f"{got:.0f} vs {best:.0f} ({got / best - 1:+.1%})" if got and best else "")
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -226,7 +267,9 @@ def main(args) -> int:
     engine = load_engine(args)
     methods = ["none"] + [m for m in (args.methods or engine.methods) if m != "none" and m in engine.methods]
     vllm = getattr(args, "compare_vllm", None)
-    result = run_concurrency(engine, prompts, args.concurrency, methods, args.max_new_tokens, args.compare_hf, vllm)
+    result = run_concurrency(
+        engine, prompts, args.concurrency, methods, args.max_new_tokens, args.compare_hf, vllm, args.repeats
+    )
     result["prompts_file"] = str(args.prompts)
     result["measured_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(table(result))

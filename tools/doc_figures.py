@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from engine import theory as T
-from tools import doc_bench, theory_table
+from tools import bench_concurrency, doc_bench, theory_table
 from tools.doc_tables import heads_table, load, lookup_match_table, lookup_sets_table, sweep_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +93,7 @@ def rows_fit() -> tuple[float, float]:
     return T.fit_verify_cost(d["config"]["rows"], d["ms_median"])
 
 
-README_BENCH, README_EDITS = "bench-cpu-lean", "bench-edits-cpu-lean"
+README_BENCH, README_EDITS = "bench-cpu-quiet", "bench-edits-cpu-quiet"
 FIGURES = {
     "readme_bench_table": lambda: doc_bench.table(load(README_BENCH)),
     "readme_edits_table": lambda: doc_bench.table(load(README_EDITS)),
@@ -150,11 +150,31 @@ FIGURES = {
     "pp_tau_draft4": lambda: f"{T.expected_tokens_per_position(draft_row()['conditional_alpha_per_position'][:4]):.2f}",
     "iid_tau_draft4": lambda: f"{T.expected_tokens(draft_row()['alpha'], 4):.2f}",
 }
-# the second headline run and the full contention run (docs/bench.md): the same figures as README's
-for _tag, _file in (("run2", "bench-cpu-lean-run2"), ("contention", "bench-contention-cpu-full")):
+# the other headline, edit and contention runs (docs/bench.md): the same figures as README's
+for _tag, _file in (
+    ("run2", "bench-cpu-lean-run2"),
+    ("contention", "bench-contention-cpu-full"),
+    ("lean", "bench-cpu-lean"),
+    ("lean_edits", "bench-edits-cpu-lean"),
+    ("quiet2", "bench-cpu-quiet-run2"),
+    ("quiet_contention", "bench-contention-cpu-quiet"),
+    ("quiet_edits", "bench-edits-cpu-quiet"),
+):
     FIGURES[f"{_tag}_table"] = lambda f=_file: doc_bench.table(load(f))
+    FIGURES[f"{_tag}_fastest"] = lambda f=_file: doc_bench.fastest(load(f))
     for _a, _b in (("none", "hf_greedy"), ("draft", "hf_assisted"), ("lookup", "hf_lookup")):
         FIGURES[f"{_tag}_{_a}_vs_{_b}"] = lambda f=_file, a=_a, b=_b: doc_bench.ratio(load(f), a, b)
+
+
+# concurrency grids (docs/batching.md): the table and the load policy's gaps, from each grid's JSON
+for _tag, _file in (
+    ("quiet", "concurrency-cpu-quiet"),
+    ("quiet_r3", "concurrency-cpu-quiet-r3"),
+    ("quiet_vllm", "concurrency-cpu-quiet-vllm"),
+    ("quiet_final", "concurrency-cpu-quiet-final"),
+):
+    FIGURES[f"grid_{_tag}"] = lambda f=_file: bench_concurrency.markdown(load(f))
+    FIGURES[f"gaps_{_tag}"] = lambda f=_file: bench_concurrency.policy_gaps(load(f))
 
 
 def value(name: str) -> str:

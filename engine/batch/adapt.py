@@ -2,14 +2,21 @@
 
 Contract: ``LoadPolicy(k_choices)``. ``observe_forward(rows, q, ms)`` records a target forward
 over ``rows`` rows of ``q`` query tokens each (every row is padded to the longest, so one step's
-cost is a function of (rows, q)); ``observe_row(method, tested, accepted, drafted, propose_ms)``
-records one row's step. ``choose(methods, k_max) -> k`` returns the cap in ``k_choices`` (0 = a
+cost is a function of (rows, q)); ``observe_row(method, tested, accepted, drafted, propose_ms,
+cap)`` records one row's step. ``choose(methods, k_max) -> k`` returns the cap in ``k_choices`` (0 = a
 plain step for everyone) that maximises the estimated batch tokens per second
 
-    sum_i E_i(k) / (T(rows, 1 + k) + sum_i k c_i),   E_i(k) = (1 - a_i^(k+1)) / (1 - a_i)
+    sum_i E_i(k) / (T(rows, 1 + k) + sum_i k c_i),   E_i(k) = 1 + sum_{j<=k} r_i(j) prod_{d<=j} a_i(d)
 
-with a_i the method's measured acceptance (accepted / tested, the i.i.d. alpha of Leviathan et
-al.), c_i its measured propose cost per drafted token, and T the forward cost: the EWMA measured
+with a_i(d) the method's measured acceptance at draft depth d given that depth d was tested
+(decayed counts per depth; ``observe_row`` derives them from a chain's tested and accepted
+counts), r_i(j) the measured share of steps that drafted at least j tokens when the cap allowed j
+(prompt lookup drafts nothing without a match, the draft model's own auto k may stop short), c_i
+its measured propose cost per drafted token, and T the forward cost. Per depth, because prompt
+lookup's acceptance is bursty (a copy is right for many tokens or wrong at once: a_i(1) is its
+lowest), which the i.i.d. alpha of Leviathan et al. undervalues, capping lookup's long copies
+(round four in docs/batching.md). A depth never measured takes the deepest measured depth's
+figures (the prior ``PRIOR_ALPHA`` and r = 1 before any). T is the EWMA measured
 at (rows, q) when there is one, else a least-squares line in rows * q through what was measured.
 k = 0 is always a candidate and its estimate comes from the same table, so the policy picks
 drafting only where it is estimated to beat not drafting. The estimate is then checked against
@@ -18,37 +25,67 @@ whole steps (propose to events) at each row count, drafted and plain apart; wher
 realised less than plain ones at this row count, ``choose`` returns 0 (``last["guard"]``), and
 every ``EXPLORE`` steps, half-way between the drafting probes, one step is plain so both rates
 stay measured. This is what keeps the policy from being slower than not speculating when the
-cost model misses a cost (e.g. per-row work that grows with k). Until a method has drafted, its alpha is
-a prior (``PRIOR_ALPHA``); every ``EXPLORE`` steps the smallest k > 0 is tried once so alpha and
-the propose cost stay measured (alpha is per tested token, so k = 1 measures it at the least cost;
-exploring with the largest k cost a full batch a k = 8 step every 32). ``calibrate(time_fn,
-rows_max)`` seeds T at start (rows 1 and rows_max, q 1 and 1 + max k; the scheduler times a
-``BatchTarget`` with half-full slots, ``threads.time_rows``, so attention over a real prefix is in
-the cost); ``cap_rows`` applies a choice to a step's rows.
+cost model misses a cost (e.g. per-row work that grows with k). Every ``EXPLORE`` steps the
+smallest k > 0 is tried once so the first depth's acceptance and the propose cost stay measured
+at the least cost (exploring with the largest k cost a full batch a k = 8 step every 32); deeper
+depths are measured whenever the policy drafts that deep. ``calibrate(time_fn, rows_max)`` seeds T
+at start (rows 1 and rows_max, q 1 and 1 + max k; the scheduler times a ``BatchTarget`` with
+half-full slots, ``threads.time_rows``, so attention over a real prefix is in the cost);
+``cap_rows`` applies a choice to a step's rows.
 Exactness never depends on any of this: k only bounds what is drafted.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 PRIOR_ALPHA = 0.6
 EXPLORE = 32
-DECAY = 0.9
+DEPTH_DECAY = 0.98  # per row step: deep depths are reached rarely, so they need a longer memory
 ADAPTIVE = ("draft", "lookup")  # chain methods whose k = "auto" the policy caps
 
 
-def expected_tokens(alpha: float, k: int) -> float:
-    if k == 0:
-        return 1.0
-    alpha = min(max(alpha, 0.0), 0.999)
-    return (1 - alpha ** (k + 1)) / (1 - alpha)
+def expected_tokens_by_depth(accept: list[float], drafted: list[float], k: int) -> float:
+    """1 + sum_{j<=k} drafted[j] prod_{d<=j} accept[d] (lists indexed from depth 1 at 0; a depth
+    past a list's end takes its last entry). With accept = [a] * k and drafted = [1] * k it is
+    ``theory.expected_tokens(a, k)``, the i.i.d. geometric run."""
+    total, run = 1.0, 1.0
+    for j in range(k):
+        run *= accept[min(j, len(accept) - 1)]
+        total += run * drafted[min(j, len(drafted) - 1)]
+    return total
+
+
+class DepthCounts:
+    """Decayed per-depth counts of one chain method: tested / accepted at each depth, and steps
+    whose cap allowed depth j / that drafted at least j tokens."""
+
+    def __init__(self, depths: int = 8) -> None:
+        self.tested, self.accepted = [0.0] * depths, [0.0] * depths
+        self.allowed, self.drafted = [0.0] * depths, [0.0] * depths
+
+    def observe(self, tested: int, accepted: int, drafted: int, cap: int) -> None:
+        pairs = ((self.tested, tested), (self.accepted, accepted), (self.allowed, cap), (self.drafted, drafted))
+        for counts, n in pairs:
+            for j in range(len(counts)):
+                counts[j] = DEPTH_DECAY * counts[j] + (1.0 if j < n else 0.0)
+
+    def rates(self) -> tuple[list[float], list[float]]:
+        """(a(d), r(j)) per depth; an unmeasured depth repeats the deepest measured one's."""
+        accept, share, a, r = [], [], PRIOR_ALPHA, 1.0
+        for t, acc, n, d in zip(self.tested, self.accepted, self.allowed, self.drafted):
+            a = acc / t if t > 1e-3 else a  # uniform decay keeps a ratio: any depth ever measured
+            r = d / n if n > 1e-3 else r
+            accept.append(a)
+            share.append(r)
+        return accept, share
 
 
 class LoadPolicy:
     def __init__(self, k_choices: tuple[int, ...] = (0, 1, 2, 3, 4, 6, 8)) -> None:
         self.k_choices = tuple(sorted(set(k_choices) | {0}))
         self.cost: dict[tuple[int, int], float] = {}
-        self.tested: dict[str, float] = {}
-        self.accepted: dict[str, float] = {}
+        self.depths: dict[str, DepthCounts] = {}
         self.propose: dict[str, float] = {}  # ms per drafted token
         self.steps = 0
         self.last: dict = {}
@@ -60,10 +97,14 @@ class LoadPolicy:
         old = self.cost.get(key)
         self.cost[key] = ms if old is None else 0.8 * old + 0.2 * ms
 
-    def observe_row(self, method: str, tested: int, accepted: int, drafted: int, propose_ms: float) -> None:
-        if tested:
-            self.tested[method] = DECAY * self.tested.get(method, 0.0) + tested
-            self.accepted[method] = DECAY * self.accepted.get(method, 0.0) + accepted
+    def observe_row(
+        self, method: str, tested: int, accepted: int, drafted: int, propose_ms: float, cap: int | None = None
+    ) -> None:
+        """One row's step: its chain's tested / accepted / drafted counts and the cap it drafted
+        under (``Row.cap``; None: not known, so the step tells nothing past what it drafted)."""
+        if method in ADAPTIVE:
+            counts = self.depths.setdefault(method, DepthCounts(max(self.k_choices)))
+            counts.observe(tested, accepted, drafted, drafted if cap is None else cap)
         if drafted:
             per = propose_ms / drafted
             old = self.propose.get(method)
@@ -78,9 +119,13 @@ class LoadPolicy:
         old = self.realised.get(key)
         self.realised[key] = rate if old is None else 0.8 * old + 0.2 * rate
 
-    def alpha(self, method: str) -> float:
-        t = self.tested.get(method, 0.0)
-        return self.accepted.get(method, 0.0) / t if t > 0.5 else PRIOR_ALPHA
+    def depth_rates(self, method: str) -> tuple[list[float], list[float]]:
+        """(a(d), r(j)) of a method (``DepthCounts.rates``); the prior before it was measured."""
+        counts = self.depths.get(method)
+        return counts.rates() if counts is not None else ([PRIOR_ALPHA], [1.0])
+
+    def expected(self, method: str, k: int) -> float:
+        return expected_tokens_by_depth(*self.depth_rates(method), k)
 
     def forward_ms(self, rows: int, q: int) -> float:
         if (rows, q) in self.cost:
@@ -109,9 +154,11 @@ class LoadPolicy:
             return 0
         best, best_rate = 0, -1.0
         rates = {}
+        count = Counter(methods)  # each method's figures once, not once per row
+        per = {m: self.depth_rates(m) for m in count}
         for k in ks:
-            tokens = sum(expected_tokens(self.alpha(m), k) for m in methods)
-            ms = self.forward_ms(rows, 1 + k) + sum(k * self.propose.get(m, 0.0) for m in methods)
+            tokens = sum(n * expected_tokens_by_depth(*per[m], k) for m, n in count.items())
+            ms = self.forward_ms(rows, 1 + k) + sum(n * k * self.propose.get(m, 0.0) for m, n in count.items())
             rates[k] = tokens / ms
             if rates[k] > best_rate * 1.0001:
                 best, best_rate = k, rates[k]

@@ -47,6 +47,7 @@ class BatchDraft:
         self.ids: dict[int, list[int]] = {}  # slot -> tokens its cache holds
         self.free = list(range(slots - 1, -1, -1))
         self.draft_ms: float | None = None
+        self.catch_up_ms = 0.0  # the last call's long catch-up (ms), 0 when it had none
 
     def release(self, row) -> None:
         slot = getattr(row, "draft_slot", None)
@@ -89,6 +90,7 @@ class BatchDraft:
         steps = times[1:] if catch_up else times  # a long catch-up (a newcomer's prompt) is not a draft step
         if steps:
             self.draft_ms = sum(steps) / len(steps)
+        self.catch_up_ms = times[0] if catch_up and times else 0.0  # the load policy's propose cost leaves it out
         return [self._finish(st) if st is not None else Draft.empty() for st in states]
 
     def _forward(self, active: list[_State]) -> list[torch.Tensor]:

@@ -27,6 +27,7 @@ log = logging.getLogger("specdec.batch")
 class Proposers:
     def __init__(self, engine, slots: int, capacity: int) -> None:
         self.draft = None
+        self.catch_up_ms = 0.0
         dm = getattr(engine, "draft_model", None)
         if "draft" in engine.proposers and dm is not None and RaggedLlama.supports(dm):
             self.draft = BatchDraft(dm, slots, capacity, engine.target.vocab)
@@ -41,6 +42,7 @@ class Proposers:
 
     def propose(self, rows: list, target, context: int) -> list[tuple[object, Exception]]:
         failed: list[tuple[object, Exception]] = []
+        self.catch_up_ms = 0.0  # this step's long catch-up of the batched draft (``_group``)
         groups: dict[str, list] = {"draft": [], "medusa": []}
         for row in rows:
             try:
@@ -60,7 +62,8 @@ class Proposers:
             except Exception as e:  # noqa: BLE001 - one row fails, never the batch
                 _failed(failed, row, e)
         if groups["draft"]:
-            self._group(groups["draft"], self.draft.propose, failed)
+            self._group(groups["draft"], self.draft.propose, failed, lambda: self.draft.catch_up_ms)
+            self.catch_up_ms = self.draft.catch_up_ms
         if groups["medusa"]:
             self._group(groups["medusa"], self._medusa, failed)
         return failed
@@ -81,7 +84,11 @@ class Proposers:
         return drafts
 
     @staticmethod
-    def _group(pairs: list, fn, failed: list) -> None:
+    def _group(pairs: list, fn, failed: list, catch_up=lambda: 0.0) -> None:
+        """``fn`` over the group; each row's share of its time, less a long catch-up (``catch_up()``
+        ms: feeding a newcomer's prompt or the tokens of a run of plain steps is no draft-token cost,
+        as ``proposers/draft.py`` times it solo; the load policy would otherwise see drafting
+        priced by the plain steps before it and keep choosing plain)."""
         t0 = time.perf_counter()
         try:
             drafts = fn(pairs)
@@ -89,7 +96,7 @@ class Proposers:
             for row, _ in pairs:
                 _failed(failed, row, e)
             return
-        share = 1000 * (time.perf_counter() - t0) / len(pairs)
+        share = max(0.0, 1000 * (time.perf_counter() - t0) - catch_up()) / len(pairs)
         for (row, _), draft in zip(pairs, drafts):
             row.drafted(draft, share)
 

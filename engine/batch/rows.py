@@ -134,10 +134,16 @@ class Row:
         self.t_begin = time.perf_counter()
         self.step += 1
         budget = min(self.spec.max_new_tokens - self.produced - 1, context - len(self.tokens))
-        k_max = self.k_max if self.k_cap is None else min(self.k_cap, self.k_max or self.k_cap)
-        if budget > 0 and k_max != 0:
-            return Context(self.tokens, self.spec, budget, k_max, self.gen, hidden, self.target_ms, self.corpus)
+        cap = self.cap
+        if budget > 0 and cap != 0:
+            return Context(self.tokens, self.spec, budget, cap, self.gen, hidden, self.target_ms, self.corpus)
         return None
+
+    @property
+    def cap(self) -> int | None:
+        """The most this row may draft this step: its k (or the method's auto cap) under the
+        scheduler's cap; None for a tree method's own budget."""
+        return self.k_max if self.k_cap is None else min(self.k_cap, self.k_max or self.k_cap)
 
     def drafted(self, draft: Draft, propose_ms: float | None = None) -> tuple[int, Draft]:
         """This step's draft (``propose_ms``: this row's share of a batched proposal's time)."""

@@ -99,11 +99,12 @@ class Steps:
                 self._deliver(row, row.finish(engine, target, logits[row.slot], score_ms, len(live)))
             if self.policy is not None:
                 for row in live:
-                    self.policy.observe_row(row.spec.method, *row.counts, row.t_propose)
+                    self.policy.observe_row(row.spec.method, *row.counts, row.t_propose, row.cap)
                 if not feeds:  # a folded prefill chunk's cost is no (rows, q) cost: not recorded
                     self.policy.observe_forward(len(entries), max(1 + e[1].n for e in entries if e), score_ms)
                     new = sum(r.produced for r in live) - produced
-                    self.policy.observe_step(len(entries), new, 1000 * (time.perf_counter() - t_step))
+                    ms = 1000 * (time.perf_counter() - t_step) - self._proposers.catch_up_ms  # as its propose cost
+                    self.policy.observe_step(len(entries), new, ms)
         for row, e in failed:
             self._end(row, "error", e)
         for row in [r for r in live if r.stop is not None]:
