@@ -153,3 +153,21 @@ def test_500_requests_with_random_cancels_leave_no_leaks(batch, prompts):
     assert batch.stats()["kv_bytes"] == kv0  # nothing reallocated
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     assert grown_mb < 200, grown_mb
+
+
+def test_batch_rows_count_auto_plain_steps_as_solo(engine, prompts, monkeypatch):
+    """A batched row whose auto k chooses a plain step counts it in ``Stats.auto_plain`` (as the
+    single-request loop does); an explicit k never does."""
+    from engine.proposers import lookup_k
+
+    monkeypatch.setattr(lookup_k, "step_costs", lambda by_size, cap: [1.0] + [50.0] * cap)  # drafting never pays
+    want = [engine.generate(p, _spec("none", 32)).tokens for p in prompts[1:3]]
+    b = BatchBackend(engine, max_batch=4, max_queue=8)
+    try:
+        handles = [b.submit(Request(p, _spec("lookup", 32, k=k))) for p, k in zip(prompts[1:3], ("auto", 4))]
+        events = [list(h) for h in handles]
+    finally:
+        assert b.shutdown(30)
+    assert [[t for ev in evs for t in ev.token_ids] for evs in events] == want
+    auto, fixed = (evs[-1].stats for evs in events)
+    assert auto.auto_plain > 0 and fixed.auto_plain == 0 and fixed.drafted > 0

@@ -62,7 +62,7 @@ def test_draft_rows_share_one_forward_per_drafting_position(engine, prompts):
 def test_medusa_and_draft_rows_batched_with_others_equal_solo(engine, prompts):
     methods = ("medusa", "draft", "medusa", "none", "draft", "eagle", "medusa", "lookup")
     specs = [_spec(m, 12 + 2 * i, 0.0 if i % 3 else 0.7, seed=40 + i, k=fixed_k(m, 2)) for i, m in enumerate(methods)]
-    chosen = prompts[34:42]
+    chosen = prompts[32:40]
     solo = [engine.generate(p, s).tokens for p, s in zip(chosen, specs)]
     b = BatchBackend(engine, max_batch=8, max_queue=8)
     try:

@@ -19,15 +19,15 @@ def _tokens(handle) -> list[int]:
 
 def test_healed_rows_in_a_batch_equal_their_solo_runs(engine, prompts):
     reqs = []
-    for i, p in enumerate(prompts[50:56]):
+    for i, p in enumerate(prompts[20:26]):
         text = p.rstrip() + (" retu" if i % 2 else "\n    resu")
         cut = healing.split(text)
-        heal = text[cut:] if i != 5 else None
+        heal = text[cut:] if i != 5 else ""
         sp = SamplingParams(0.0 if i % 3 else 0.8, seed=i)
         method = ("none", "lookup", "medusa", "draft", "eagle", "none")[i]
         spec = GenerateSpec(method=method, max_new_tokens=10, sampling=sp, heal=heal, k=fixed_k(method, 2))
         reqs.append((text[:cut] if heal else text, spec))
-    assert BatchBackend.capabilities.heal
+    assert len(reqs) == 6 and BatchBackend.capabilities.heal
     solo = [engine.generate(p, s).tokens for p, s in reqs]
     b = BatchBackend(engine, max_batch=6, max_queue=8)
     try:

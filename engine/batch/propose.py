@@ -2,13 +2,15 @@
 
 Contract: ``Proposers(engine, slots, capacity)`` builds the batched proposers the engine's methods
 allow: ``BatchDraft`` for ``draft`` when the draft model takes the ragged lean path (else draft rows
-use their own fork, as before), and batched heads for ``medusa``. ``propose(rows, target, context)``
+use their own fork, as before), batched heads for ``medusa`` and ``BatchEagle`` for ``eagle`` (one
+layer forward per tree level over all its rows). ``propose(rows, target, context)``
 gives every row (``rows.Row``) its draft for this step (``Row.drafted``) and returns the rows whose
-proposer failed, with the error; the others are ready for the scoring forward. Rows of ``none``,
-``lookup`` and ``eagle`` propose one by one (lookup is a string search; EAGLE keeps per-row trees);
+proposer failed, with the error; the others are ready for the scoring forward. Rows of ``none`` and
+``lookup`` propose one by one (lookup is a string search);
 a row whose step drafts nothing without a call (its k capped at 0) tells its proposer (``skip``).
 A batched group shares its time: each row's ``t_propose`` is the group's time over its size (what
-``adapt.LoadPolicy`` charges per row). ``release(row)`` returns a leaving row's draft slot.
+``adapt.LoadPolicy`` charges per row), less a long catch-up (``catch_up_ms``: the step's total).
+``release(row)`` returns a leaving row's draft and EAGLE slots.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from ..config import ConfigError
 from ..tree import Draft
 from .draft import BatchDraft, medusa_propose
+from .eagle import BatchEagle
 from .ragged import RaggedLlama
 
 log = logging.getLogger("specdec.batch")
@@ -32,40 +35,47 @@ class Proposers:
         if "draft" in engine.proposers and dm is not None and RaggedLlama.supports(dm):
             self.draft = BatchDraft(dm, slots, capacity, engine.target.vocab)
         self.medusa = engine.proposers.get("medusa")
+        eagle = engine.proposers.get("eagle")
+        self.eagle = BatchEagle(eagle, slots, capacity) if eagle is not None else None
 
     def release(self, row) -> None:
-        if self.draft is not None:
-            self.draft.release(row)
+        for batched in (self.draft, self.eagle):
+            if batched is not None:
+                batched.release(row)
 
     def nbytes(self) -> int:
-        return self.draft.model.nbytes() if self.draft is not None else 0
+        draft = self.draft.model.nbytes() if self.draft is not None else 0
+        return draft + (self.eagle.nbytes() if self.eagle is not None else 0)
 
     def propose(self, rows: list, target, context: int) -> list[tuple[object, Exception]]:
         failed: list[tuple[object, Exception]] = []
-        self.catch_up_ms = 0.0  # this step's long catch-up of the batched draft (``_group``)
-        groups: dict[str, list] = {"draft": [], "medusa": []}
+        self.catch_up_ms = 0.0  # this step's long catch-ups of the batched draft and EAGLE (``_group``)
+        groups: dict[str, list] = {"draft": [], "medusa": [], "eagle": []}
         for row in rows:
             try:
                 ctx = row.context(target.hidden(row.slot), context)
                 method = row.spec.method
                 if row.trie is not None:  # token healing: the first step scores the trie
-                    row.drafted(row.trie.draft)
+                    row.drafted(row.trie.draft, asked=False)
                 elif ctx is None:
                     _skip(row)
-                    row.drafted(Draft.empty())
+                    row.drafted(Draft.empty(), asked=False)
                 elif method == "draft" and self.draft is not None:
                     groups["draft"].append((row, ctx))
-                elif method == "medusa" and self.medusa is not None:
-                    groups["medusa"].append((row, ctx))
+                elif method in ("medusa", "eagle") and getattr(self, method) is not None:
+                    groups[method].append((row, ctx))
                 else:
                     row.drafted(row.proposer.propose(ctx))
             except Exception as e:  # noqa: BLE001 - one row fails, never the batch
                 _failed(failed, row, e)
         if groups["draft"]:
             self._group(groups["draft"], self.draft.propose, failed, lambda: self.draft.catch_up_ms)
-            self.catch_up_ms = self.draft.catch_up_ms
+            self.catch_up_ms += self.draft.catch_up_ms
         if groups["medusa"]:
             self._group(groups["medusa"], self._medusa, failed)
+        if groups["eagle"]:
+            self._group(groups["eagle"], self.eagle.propose, failed, lambda: self.eagle.catch_up_ms)
+            self.catch_up_ms += self.eagle.catch_up_ms
         return failed
 
     def _medusa(self, pairs: list) -> list[Draft]:

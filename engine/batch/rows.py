@@ -78,7 +78,7 @@ def _fork(p):
             runner.k, runner.v, runner.length = torch.zeros_like(p.runner.k), torch.zeros_like(p.runner.v), 0
         f.ids, f.tracker, f.step_ms = [], AcceptanceTracker(), None
     elif p.name == "eagle":
-        f.kv, f.ids = p.decoder.new_kv(p.kv.k.shape[1]), []
+        f.kv, f.ids = p.decoder.new_kv(64), []  # a batch row drafts on a BatchEagle slot (batch/eagle.py)
     elif p.name == "lookup":
         f.auto, f.chose_plain = p.auto.fork(), False  # the measurements so far, no request
         f.grown = type(p.grown)()
@@ -107,6 +107,7 @@ class Row:
     counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted
     trie: Any = None  # token healing: the trie the first step draws from (engine/healing.py)
     heal_fitted: bool = False
+    chose_plain: bool = False  # this step's proposer was asked and its auto k chose a plain step
 
     def __post_init__(self) -> None:
         self.spec = self.handle.request.spec
@@ -145,15 +146,17 @@ class Row:
         scheduler's cap; None for a tree method's own budget."""
         return self.k_max if self.k_cap is None else min(self.k_cap, self.k_max or self.k_cap)
 
-    def drafted(self, draft: Draft, propose_ms: float | None = None) -> tuple[int, Draft]:
-        """This step's draft (``propose_ms``: this row's share of a batched proposal's time)."""
+    def drafted(self, draft: Draft, propose_ms: float | None = None, asked: bool = True) -> tuple[int, Draft]:
+        """This step's draft (``propose_ms``: this row's share of a batched proposal's time;
+        ``asked``: the proposer was called, so an empty draft may be its auto k choosing plain)."""
         self.draft = draft
+        self.chose_plain = asked and draft.n == 0 and bool(getattr(self.proposer, "chose_plain", False))
         self.t_propose = 1000 * (time.perf_counter() - self.t_begin) if propose_ms is None else propose_ms
         return self.tokens[-1], draft
 
     def propose(self, hidden: torch.Tensor, context: int) -> tuple[int, Draft]:
         ctx = self.context(hidden, context)
-        return self.drafted(Draft.empty() if ctx is None else self.proposer.propose(ctx))
+        return self.drafted(Draft.empty(), asked=False) if ctx is None else self.drafted(self.proposer.propose(ctx))
 
     def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
         if self.trie is not None:
@@ -177,6 +180,7 @@ class Row:
             [depths[i] for i in verdict.path],
             len(new),
         )
+        self.stats.auto_plain += self.chose_plain  # as session.py: read when proposed
         t3 = time.perf_counter()
         self.stats.elapsed_s = t3 - self.t_start
         timings = {"propose": self.t_propose, "score": score_ms, "verify": 1000 * (t3 - t2)}

@@ -44,6 +44,7 @@ from ...tree import Draft
 from ..base import Context
 from ..fallback import PlainFallback
 from .decode import EagleDecoder, EagleReference
+from .growth import Growth
 from .layer import EagleLayer
 
 
@@ -121,16 +122,23 @@ class Eagle:
         logits = head(feats)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
 
-    def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
-        """Cache the pairs of ``tokens``; return the predicted feature after the last one."""
+    def pending(self, tokens: list[int], hidden: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """The pairs of ``tokens`` not yet cached, from the first invalid one: (valid, f, e), f and e
+        [m - valid, H] (m = len(tokens) - 1; never empty: the last pair is always refed for its
+        output); the cache is cut to ``valid``. ``engine/batch/eagle.py`` feeds many rows' at once."""
         m = len(tokens) - 1  # pairs j = 0..m-1: (f_j, x_{j+1}); the last is (f_t, pending)
-        # pair j is valid while tokens[: j + 2] agree; the last pair is always refed for its output
+        # pair j is valid while tokens[: j + 2] agree
         valid = max(0, resync(self.ids, self.kv.length + 1, tokens, m) - 1)
         self.kv.length = valid
         dev = self.embed.device
         f = hidden[valid:m].to(device=dev, dtype=self.embed.dtype)
         e = self.embed[torch.tensor(tokens[valid + 1 : m + 1], device=dev)]
-        out = self.decoder.attend(f, e, torch.arange(valid, m, device=dev), self.kv, None)
+        return valid, f, e
+
+    def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
+        """Cache the pairs of ``tokens``; return the predicted feature after the last one."""
+        valid, f, e = self.pending(tokens, hidden)
+        out = self.decoder.attend(f, e, torch.arange(valid, len(tokens) - 1, device=f.device), self.kv, None)
         self.ids = list(tokens)
         return out[-1]
 
@@ -160,49 +168,22 @@ class Eagle:
 
     def _grow(self, root: torch.Tensor, m: int, budget: int):
         """Candidates as flat lists: token, parent candidate index (-1 = root), log value."""
-        tok: list[int] = []
-        par: list[int] = []
-        score: list[float] = []
-        slots: dict[int, list[int]] = {}  # fed candidate -> kv slots of its fed ancestors and itself
-        feats: dict[int, torch.Tensor] = {}  # fed candidate -> its predicted feature
-        lp, idx = self._logp(root).topk(self.top_k)
-        frontier = self._add(tok, par, score, idx.tolist(), lp.tolist(), -1, 0.0)
+        g = Growth(root, m)
+        g.start(*self._logp(root).topk(self.top_k))
         for d in range(1, self.depth):
-            frontier.sort(key=lambda c: -score[c])
-            expand = frontier[: self.beam]
-            if not expand or math.exp(score[expand[0]]) < max(self.node_cost, self.expand_min):  # not worth it: stop
+            if not g.next(self.beam, self.floor):
                 break
-            out = self._feed(root, expand, tok, par, feats, slots, m, d)
-            lps, idxs = self._logp(out).topk(self.top_k, dim=-1)
-            frontier = []
-            for i, c in enumerate(expand):
-                feats[c] = out[i]
-                frontier += self._add(tok, par, score, idxs[i].tolist(), lps[i].tolist(), c, score[c])
-        return tok, par, score
+            f, toks, pos, own = g.inputs(d)
+            L, n, dev = self.kv.length, len(toks), self.embed.device
+            e = self.embed[torch.tensor(toks, device=dev)]
+            out = self.decoder.attend(f, e, torch.full((n,), pos, device=dev), self.kv, g.mask(own, L + n, dev))
+            g.grown(out, *self._logp(out).topk(self.top_k, dim=-1))
+        return g.tok, g.par, g.score
 
-    @staticmethod
-    def _add(tok, par, score, tokens, logps, parent, base) -> list[int]:
-        start = len(tok)
-        tok.extend(tokens)
-        par.extend([parent] * len(tokens))
-        score.extend(base + lp for lp in logps)
-        return list(range(start, len(tok)))
-
-    def _feed(self, root, expand, tok, par, feats, slots, m, d) -> torch.Tensor:
-        """One layer forward over the candidates ``expand`` (all at depth d) with the tree mask."""
-        L, n, dev = self.kv.length, len(expand), self.embed.device
-        mask = torch.zeros(n, L + n, dtype=torch.bool, device=dev)
-        mask[:, :m] = True
-        f_in = []
-        for i, c in enumerate(expand):
-            p = par[c]
-            own = slots.get(p, []) + [L + i]
-            slots[c] = own
-            mask[i, own] = True
-            f_in.append(feats[p] if p >= 0 else root)
-        e = self.embed[torch.tensor([tok[c] for c in expand], device=dev)]
-        pos = torch.full((n,), m - 1 + d, device=dev)
-        return self.decoder.attend(torch.stack(f_in), e, pos, self.kv, mask)
+    @property
+    def floor(self) -> float:
+        """A frontier whose best value is below this is not expanded (module docstring, step 2)."""
+        return max(self.node_cost, self.expand_min)
 
     def _best_size(self, values: list[float]) -> int:
         """The n maximising (1 + sum of the n best values) / (1 + node_cost n): draft confidence
