@@ -128,3 +128,54 @@ def test_a_batch_of_one_keeps_its_methods_own_k():
     assert p.steps == 1 and all(r.k_cap is not None for r in two)
     cap_rows(p, two[:1], 1)
     assert two[0].k_cap is None  # rows drop to one: the cap is lifted
+
+
+def test_tree_rows_draft_until_plain_steps_measure_faster_then_only_probe():
+    from types import SimpleNamespace
+
+    from engine.batch.adapt import EXPLORE, cap_rows
+
+    def row(method, k="auto"):
+        return SimpleNamespace(spec=SimpleNamespace(k=k, method=method), k_cap=None)
+
+    p = _policy(lambda rows, q: 10.0)
+    rows = [row("eagle"), row("medusa"), row("eagle", 16), row("none")]
+    cap_rows(p, rows, 4)
+    assert [r.k_cap for r in rows] == [None, None, None, None]  # nothing measured: their own trees
+    assert p.chosen == 1 and p.last["trees"] and not p.last["guard"]
+    p.observe_step(4, 12, 4.0)  # drafted steps: 3 tokens per ms
+    p.chosen = 0
+    p.observe_step(4, 4, 1.0)  # plain steps: 4 tokens per ms
+    caps = []
+    for _ in range(2 * EXPLORE):
+        cap_rows(p, rows, 4)
+        caps.append(rows[0].k_cap)
+        assert rows[1].k_cap == rows[0].k_cap and rows[2].k_cap is None  # an explicit k is never capped
+    assert caps.count(None) == 2 and caps.count(0) == 2 * EXPLORE - 2  # plain, and a drafting probe
+    assert p.last["guard"]
+    cap_rows(p, rows, 8)  # another row count: nothing measured there yet
+    assert rows[0].k_cap is None
+    p.realised[(4, True)] = 5.0  # drafting measured faster again: trees come back
+    cap_rows(p, rows, 4)
+    assert rows[0].k_cap is None
+    mixed = [row("eagle"), row("draft")]
+    for _ in range(40):  # drafts never accepted: the chain choice is plain
+        p.observe_row("draft", 4, 0, 4, 5.0)
+    cap_rows(p, mixed, 16)
+    assert mixed[1].k_cap == 0 and mixed[0].k_cap == 0  # trees follow the chain choice
+    one = [row("eagle")]
+    cap_rows(p, one, 1)
+    assert one[0].k_cap is None  # a batch of one keeps the method's own fallback
+
+
+def test_the_adaptive_batch_with_tree_rows_is_still_exact(engine, prompts):
+    b = BatchBackend(engine, max_batch=4, adaptive=True)
+    try:
+        specs = [GenerateSpec(method=m, max_new_tokens=24) for m in ("eagle", "medusa", "eagle", "none")]
+        handles = [b.submit(Request(p, s)) for p, s in zip(prompts[9:13], specs)]
+        events = [list(h) for h in handles]
+        got = [[t for ev in evs for t in ev.token_ids] for evs in events]
+        assert got == [engine.generate(p, s).tokens for p, s in zip(prompts[9:13], specs)]
+        assert {ev.batch["k"] for evs in events[:3] for ev in evs} <= {None, 0}
+    finally:
+        b.shutdown(10)

@@ -6,8 +6,9 @@ same prompt list (client j takes the next unserved prompt), each request through
 ``engine.batch.BatchBackend(max_batch=max(levels))`` at temperature 0; per cell: aggregate
 tokens/s (all tokens / wall time), per-request p50/p95 time to first token and tokens/s, and
 ``identical`` (every request's tokens equal its solo greedy run through the single-request loop,
-which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``load`` repeat draft
-and lookup on a second backend with the load policy (``adaptive=True``, engine/batch/adapt.py),
+which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``load`` repeat every
+speculative method on a second backend with the load policy (``adaptive=True``, engine/batch/adapt.py:
+a draft cap for draft and lookup, tree or plain step for medusa and eagle),
 each cell right after the same method's fixed-k cell at that level, so the host's drift hits both alike.
 ``repeats``
 (``--repeats``) runs every cell that many times in rounds and keeps the median run (``tok_s_runs``:
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 from engine.backend import Request
+from engine.batch.adapt import ADAPTIVE, TREES
 from engine.config import GenerateSpec
 
 from .closed_loop import closed_loop
@@ -123,7 +125,7 @@ def run_concurrency(
     cell, ref = _cell(local, ids, spec_of["none"], 1)
     local.shutdown(10)
     rows = [{"row": "local", "method": "none", "c": 1, **cell, "identical": True}]
-    adaptive = [m for m in methods if m in ("draft", "lookup")]
+    adaptive = [m for m in methods if m in ADAPTIVE + TREES]
     backends = {"batch": BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)}
     if adaptive:
         backends["load"] = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)

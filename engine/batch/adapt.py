@@ -32,6 +32,12 @@ depths are measured whenever the policy drafts that deep. ``calibrate(time_fn, r
 at start (rows 1 and rows_max, q 1 and 1 + max k; the scheduler times a ``BatchTarget`` with
 half-full slots, ``threads.time_rows``, so attention over a real prefix is in the cost);
 ``cap_rows`` applies a choice to a step's rows.
+Tree methods (Medusa, EAGLE: ``TREES``) with k = "auto" get a binary choice, their own tree or a
+plain step: their trees are not chains, so the per-depth model above does not price them, but
+the realised rates do. With chain rows in the step they follow the chain choice (draft when k > 0);
+alone, ``tree_step(rows)`` drafts unless the realised rate of drafted steps at this row count is
+below that of plain ones, with the same probes (a plain step half-way between drafting ones, a
+drafting step every ``EXPLORE``), so a full batch of tree rows stops drafting where it stops paying.
 Exactness never depends on any of this: k only bounds what is drafted.
 """
 
@@ -43,6 +49,7 @@ PRIOR_ALPHA = 0.6
 EXPLORE = 32
 DEPTH_DECAY = 0.98  # per row step: deep depths are reached rarely, so they need a longer memory
 ADAPTIVE = ("draft", "lookup")  # chain methods whose k = "auto" the policy caps
+TREES = ("medusa", "eagle")  # tree methods whose k = "auto" the policy may turn into a plain step
 
 
 def expected_tokens_by_depth(accept: list[float], drafted: list[float], k: int) -> float:
@@ -171,6 +178,17 @@ class LoadPolicy:
         self.chosen = best
         return best
 
+    def tree_step(self, rows: int) -> bool:
+        """For a step whose only adaptive rows are tree rows: True = their own tree, False = plain.
+        The realised rates decide (``observe_step``), with ``choose``'s probes."""
+        self.steps += 1
+        plain, drafted = self.realised.get((rows, False)), self.realised.get((rows, True))
+        guard = plain is not None and drafted is not None and drafted < plain
+        draft = self.steps % EXPLORE == 0 or (self.steps % EXPLORE != EXPLORE // 2 and not guard)
+        self.last = {"rows": rows, "k": None if draft else 0, "guard": guard, "trees": True}
+        self.chosen = int(draft)
+        return draft
+
     def calibrate(self, time_fn, rows_max: int, repeats: int = 3) -> None:
         """Seed the cost table: ``time_fn(rows, q) -> ms`` at the corners."""
         q_max = 1 + max(self.k_choices)
@@ -182,13 +200,21 @@ class LoadPolicy:
 
 def cap_rows(policy: LoadPolicy, live: list, n_rows: int) -> None:
     """One draft cap for the rows (``batch.rows.Row``) whose k is "auto" and whose method drafts
-    a chain; the others keep their own k."""
+    a chain; for tree rows with k "auto", their own budget (cap None) or a plain step (0); the
+    others keep their own k."""
     adaptive = [r for r in live if r.spec.k == "auto" and r.spec.method in ADAPTIVE]
-    if n_rows == 1:  # nothing shares the forward: the solo path's own k (draft's own fallback)
-        for row in adaptive:
+    trees = [r for r in live if r.spec.k == "auto" and r.spec.method in TREES]
+    if n_rows == 1:  # nothing shares the forward: the solo path's own k (each method's own fallback)
+        for row in adaptive + trees:
             row.k_cap = None
         return
+    draft = True
     if adaptive:
         k = policy.choose([r.spec.method for r in adaptive], n_rows)
+        draft = k > 0
         for row in adaptive:
             row.k_cap = k
+    if trees:
+        draft = draft if adaptive else policy.tree_step(n_rows)
+        for row in trees:
+            row.k_cap = None if draft else 0
