@@ -12,7 +12,9 @@ Contract:
   for a closed document: its cached token ids, and, where the backend offers ``drop_prefix``
   (the in-process one), the target's kept prefix states of its last prompt.
 - ``Completer.run(job, stale, on_step)`` (a coroutine) submits the job and reads its events; it
-  cancels the request as soon as ``completion.cut`` says the continuation ended, ``stale()`` turns
+  cancels the request as soon as ``completion.cut`` says the continuation ended, the text so far is
+  already junk (``quiet.EarlyJunk`` with the job's ``repeat_limit``: the outcome's text is then
+  that junk, which the server's filter answers with nothing), ``stale()`` turns
   true (a newer request for the same document), or the coroutine itself is cancelled
   (``$/cancelRequest``). The backend ends a cancelled request between steps, also while it waits
   in the queue, so requests from several documents simply queue there.
@@ -27,6 +29,7 @@ from typing import Any
 from engine.backend import Request
 
 from .completion import Options, current_line, cut, finish, indent_of, tail, trim
+from .quiet import EarlyJunk
 from .suffix import rest_of_line
 
 CORPUS_CHARS = 32_000  # text around the window, per document, that prompt lookup may copy from
@@ -51,6 +54,7 @@ class Job:
     base_indent: int
     method: str
     stats: Any | None = None  # engine.events.Stats after the latest step (progress, even if stopped)
+    repeat_limit: int = 0  # lsp.quiet's repetition rule, to stop a completion that is already junk
 
 
 @dataclass
@@ -117,7 +121,7 @@ class Completer:
             ] + self._other_ids(others)
             corpus = tuple(np.asarray(c, dtype=np.int64) for c in seqs if len(c))
         mode = options.stop if not rest_of_line(after).strip() else "line"  # mid-line: one line
-        return Job(ids, spec, corpus, mode, indent_of(current_line(prefix)), method)
+        return Job(ids, spec, corpus, mode, indent_of(current_line(prefix)), method, None, options.repeat_limit)
 
     def _other_ids(self, others: list[tuple[str, int, str]]) -> list[Any]:
         out = []
@@ -159,6 +163,7 @@ class Completer:
                 older.cancel("superseded")
             self._live[key] = handle
         text, stats, last, spans = "", None, None, []
+        junk = EarlyJunk(job.repeat_limit)
         try:
             async for ev in handle:
                 _spans(spans, len(text), ev)
@@ -171,6 +176,8 @@ class Completer:
                     return Outcome(done, stats, tuple(spans))
                 if ev.stop is not None:
                     return Outcome(finish(text, job.mode, job.base_indent), stats, tuple(spans))
+                if junk(text):  # already junk by the filter's rule: stop decoding (the server filters it)
+                    return Outcome(text, stats, tuple(spans))
                 if stale():
                     return Outcome(None, stats)
             if handle.stop == "until":  # the model thread saw the cut first: the loop above returns

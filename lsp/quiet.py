@@ -13,6 +13,13 @@ Contract (pure):
   what the user typed, never count; nor do zero-length pieces).
 - ``unsure(text, spans, min_confidence)`` is True when that confidence is below ``min_confidence``
   (0 is off; no figure: not unsure).
+- ``EarlyJunk(limit)`` watches a completion while it is generated: called with the text so far, it
+  is True once that text holds at least ``EARLY_SOLID`` non-blank characters and is already
+  ``repetitive`` (checked again each time the count doubles, so a completion pays a few checks,
+  not one per step). The language server then stops decoding and answers nothing, instead of
+  running a loop to the token budget only to filter it (the line-mode tail in docs/lsp.md: 4 of 100
+  completions, 360-450 ms each). The finished text could only have passed the filter if as much
+  again diluted the run; what this costs in accepted characters is measured in docs/lsp.md.
 Why both: the repetition rule catches the loops a small model falls into, which it can be quite
 sure of token by token; the confidence rule catches the guesses (a rare identifier, a made-up
 argument list) that a user would have to delete. docs/lsp.md measures what each removes on the
@@ -24,6 +31,11 @@ from __future__ import annotations
 import math
 
 MAX_UNIT = 16
+EARLY_SOLID = 24  # non-blank characters a completion in progress needs before it can be judged junk
+
+
+def _solid(text: str) -> int:
+    return len(text.replace(" ", "").replace("\n", "").replace("\t", ""))
 
 
 def _run(text: str, start: int, n: int) -> int:
@@ -41,7 +53,7 @@ def _run(text: str, start: int, n: int) -> int:
 def repetitive(text: str, limit: int = 3) -> bool:
     if limit <= 0:
         return False
-    solid = len(text.replace(" ", "").replace("\n", "").replace("\t", ""))
+    solid = _solid(text)
     if solid == 0:
         return False
     for n in range(1, MAX_UNIT + 1):
@@ -51,7 +63,7 @@ def repetitive(text: str, limit: int = 3) -> bool:
                 continue
             count = _run(text, start, n)
             if count >= limit:
-                covered = len((unit * count).replace(" ", "").replace("\n", "").replace("\t", ""))
+                covered = _solid(unit * count)
                 if 2 * covered >= solid:
                     return True
     return False
@@ -67,3 +79,18 @@ def unsure(text: str, spans, min_confidence: float) -> bool:
         return False
     c = confidence(spans, len(text))
     return c is not None and c < min_confidence
+
+
+class EarlyJunk:
+    def __init__(self, limit: int) -> None:
+        self.limit, self.next = limit, EARLY_SOLID
+
+    def __call__(self, text: str) -> bool:
+        if self.limit <= 0:
+            return False
+        n = _solid(text)
+        if n < self.next:
+            return False
+        while self.next <= n:
+            self.next *= 2
+        return repetitive(text, self.limit)

@@ -179,3 +179,22 @@ def test_the_adaptive_batch_with_tree_rows_is_still_exact(engine, prompts):
         assert {ev.batch["k"] for evs in events[:3] for ev in evs} <= {None, 0}
     finally:
         b.shutdown(10)
+
+
+def test_a_size_not_measured_yet_takes_the_nearest_measured_one_within_a_quarter():
+    """A batch that drains (16 requests ending one by one) meets each size for a few steps only."""
+    p = _policy(lambda rows, q: 10.0)
+    for _ in range(20):
+        p.observe_row("draft", 4, 4, 4, 0.0)
+    p.chosen = 1
+    p.observe_step(16, 40, 20.0)  # drafted: 2 tokens per ms
+    p.chosen = 0
+    p.observe_step(16, 16, 5.0)  # plain: 3.2 tokens per ms
+    assert p.realised_at(14) == (3.2, 2.0) and p.realised_at(13) == (3.2, 2.0)
+    assert p.realised_at(12) == (None, None)  # 16 is more than a quarter away from 12
+    assert p.choose(["draft"] * 13, 13) == 0 and p.last["guard"]
+    p.chosen = 1
+    p.observe_step(13, 60, 10.0)  # measured at 13 itself: its own figures win
+    p.chosen = 0
+    p.observe_step(13, 13, 5.0)
+    assert p.realised_at(13) == (2.6, 6.0) and p.choose(["draft"] * 13, 13) > 0

@@ -166,3 +166,26 @@ def test_the_confidence_filter_answers_nothing_below_min_confidence_and_reports_
     raw.reply(raw.send("shutdown"))
     raw.send("exit", None, request=False)
     assert _end(raw)[0] == 0
+
+
+def test_a_completion_that_is_already_junk_is_stopped_and_filtered():
+    """The shipped model loops on a list of zeros; the server stops the run once its text is junk by
+    the repetition rule (lsp.quiet.EarlyJunk), long before the token budget, and answers nothing.
+    With the filter off (``repeat_limit`` 0) the same request runs to the budget and is shown."""
+    text = "x = [" + "0, " * 20
+    raw = Raw("--method", "none")
+    raw.start({"telemetry": True, "cache": False, "min_confidence": 0, "max_new_tokens": 48, "heal": False})
+    raw.open("file:///z.py", text)
+    pos = raw.position("file:///z.py", 0, len(text))
+    assert raw.reply(raw.send("textDocument/completion", pos))["result"]["items"] == []
+    early, _ = raw.wait(lambda m: m.get("method") == "specdec/stats")
+    assert early["params"]["outcome"] == "filtered" and early["params"]["tokens"] < 40
+    raw.send("workspace/didChangeConfiguration", {"settings": {"repeat_limit": 0}}, False)
+    shown = raw.reply(raw.send("textDocument/completion", pos))["result"]["items"]
+    full, _ = raw.wait(lambda m: m.get("method") == "specdec/stats")
+    assert shown and full["params"]["outcome"] == "done"
+    assert full["params"]["tokens"] >= early["params"]["tokens"] + 10
+    assert full["params"]["text"].startswith(early["params"]["text"])  # the same run, stopped early
+    raw.reply(raw.send("shutdown"))
+    raw.send("exit", None, request=False)
+    assert _end(raw)[0] == 0

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from lsp.completer import Completer
-from lsp.quiet import repetitive
+from lsp.quiet import EARLY_SOLID, EarlyJunk, repetitive
 from lsp.shared import Shared
 from lsp.suffix import merge, rest_of_line
 
@@ -63,6 +63,18 @@ def test_repetition_is_junk(text):
 )
 def test_ordinary_code_is_not_junk(text):
     assert not repetitive(text, 3)
+
+
+def test_a_completion_in_progress_is_junk_once_long_enough_and_repetitive():
+    watch = EarlyJunk(3)
+    assert not watch("0, 0, 0, 0")  # repetitive, but too short to judge yet
+    assert watch("x = [" + "0, " * EARLY_SOLID)
+    ordinary = EarlyJunk(3)
+    line = "result = compute_the_value(first_argument, second)"
+    assert not ordinary(line[:30]) and ordinary.next == 2 * EARLY_SOLID  # checked once, then at double
+    assert not ordinary(line[:40])  # below the next mark: not checked again
+    assert ordinary(line + " + x" * 30)  # the loop came later: caught at the next mark
+    assert not EarlyJunk(0)("0, " * 100)  # the filter is off: never junk
 
 
 def test_one_generation_serves_every_request_for_the_same_key():

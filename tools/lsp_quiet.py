@@ -14,6 +14,10 @@ Per setting it reports the suggestions shown, the ones the filter held back (``r
 many of those would have been accepted (``removed_accepted``) and the accepted characters (their
 share of the typed ones). Suggestions are the same for every setting, so the differences are the
 filters' alone (the clocked replay's differences also move with which answers beat the next key).
+They are computed with the server's early stop off (the job's ``repeat_limit`` 0), so each is the
+whole completion; for every ``repeat_limit`` r > 0, a row ``... early`` repeats the walk with the
+suggestions the server really answers with, where ``lsp.quiet.EarlyJunk`` may stop a completion
+whose text so far is already junk (computed once more, with the job's ``repeat_limit`` r).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class Suggestor:
         self.completer, self.opts, self.memo = completer, opts, {}
 
     async def at(self, prefix: str) -> dict:
+        """The suggestion at ``prefix``; the completer's early stop follows ``self.opts.repeat_limit``."""
         from lsp.quiet import confidence, repetitive
 
         got = self.memo.get(prefix)
@@ -98,15 +103,23 @@ async def run(args: argparse.Namespace) -> dict:
     docs = docs[: args.limit] if args.limit else docs
     backend = LocalBackend(Engine.load())
     try:
-        sug = Suggestor(Completer(backend), Options(method="none", stop=args.stop, max_new_tokens=args.max_new_tokens))
+        completer = Completer(backend)
+
+        def suggestor(early: int) -> Suggestor:
+            opts = Options(method="none", stop=args.stop, max_new_tokens=args.max_new_tokens, repeat_limit=early)
+            return Suggestor(completer, opts)
+
+        sug = suggestor(0)  # whole completions: the filters judge the finished text
         out: dict = {"config": {k: str(v) for k, v in vars(args).items()}, "settings": {}}
         for r in args.repeat:
-            for c in args.confidence:
-                rows = [await walk(sug, d[: len(d) - args.chars], d[len(d) - args.chars :], r, c) for d in docs]
-                total = {k: sum(row[k] for row in rows) for k in rows[0]}
-                total["accepted_share"] = total["accepted_chars"] / total["chars"] if total["chars"] else 0.0
-                out["settings"][f"repeat_limit={r} min_confidence={c}"] = total
-                print(f"repeat_limit={r} min_confidence={c}: {total}", file=sys.stderr)
+            runs = [("", sug)] + ([(" early", suggestor(r))] if r > 0 else [])
+            for tag, source in runs:
+                for c in args.confidence:
+                    rows = [await walk(source, d[: len(d) - args.chars], d[len(d) - args.chars :], r, c) for d in docs]
+                    total = {k: sum(row[k] for row in rows) for k in rows[0]}
+                    total["accepted_share"] = total["accepted_chars"] / total["chars"] if total["chars"] else 0.0
+                    out["settings"][f"repeat_limit={r}{tag} min_confidence={c}"] = total
+                    print(f"repeat_limit={r}{tag} min_confidence={c}: {total}", file=sys.stderr)
         out["suggestions"] = [
             {"tail": p[-40:], "text": s["text"], "confidence": s["confidence"], "repetitive3": s["repetitive"][3]}
             for p, s in sug.memo.items()

@@ -22,7 +22,8 @@ k = 0 is always a candidate and its estimate comes from the same table, so the p
 drafting only where it is estimated to beat not drafting. The estimate is then checked against
 what steps really gave: ``observe_step(rows, tokens, ms)`` keeps the realised tokens per ms of
 whole steps (propose to events) at each row count, drafted and plain apart; where drafted steps
-realised less than plain ones at this row count, ``choose`` returns 0 (``last["guard"]``), and
+realised less than plain ones at this row count (or, not measured there yet, at the nearest
+count within a quarter that was: ``realised_at``), ``choose`` returns 0 (``last["guard"]``), and
 every ``EXPLORE`` steps, half-way between the drafting probes, one step is plain so both rates
 stay measured. This is what keeps the policy from being slower than not speculating when the
 cost model misses a cost (e.g. per-row work that grows with k). Every ``EXPLORE`` steps the
@@ -126,6 +127,20 @@ class LoadPolicy:
         old = self.realised.get(key)
         self.realised[key] = rate if old is None else 0.8 * old + 0.2 * rate
 
+    def realised_at(self, rows: int) -> tuple[float | None, float | None]:
+        """(plain, drafted) realised rates at ``rows``; where one is not measured there yet, those
+        of the nearest row count within a quarter that has both. A batch that fills or drains
+        meets each size for a few steps only (16 requests that end one by one), too few for the
+        probes to measure every size, while neighbouring sizes cost nearly the same."""
+        plain, drafted = self.realised.get((rows, False)), self.realised.get((rows, True))
+        if plain is not None and drafted is not None:
+            return plain, drafted
+        both = [r for r, d in self.realised if d and (r, False) in self.realised and 4 * abs(r - rows) <= rows]
+        if not both:
+            return plain, drafted
+        near = min(both, key=lambda r: (abs(r - rows), -r))
+        return self.realised[(near, False)], self.realised[(near, True)]
+
     def depth_rates(self, method: str) -> tuple[list[float], list[float]]:
         """(a(d), r(j)) of a method (``DepthCounts.rates``); the prior before it was measured."""
         counts = self.depths.get(method)
@@ -169,7 +184,7 @@ class LoadPolicy:
             rates[k] = tokens / ms
             if rates[k] > best_rate * 1.0001:
                 best, best_rate = k, rates[k]
-        plain, drafted = self.realised.get((rows, False)), self.realised.get((rows, True))
+        plain, drafted = self.realised_at(rows)
         guard = best > 0 and plain is not None and drafted is not None and drafted < plain
         if guard:  # the model says drafting pays, the measured steps at this size say it does not
             best = 0
@@ -182,7 +197,7 @@ class LoadPolicy:
         """For a step whose only adaptive rows are tree rows: True = their own tree, False = plain.
         The realised rates decide (``observe_step``), with ``choose``'s probes."""
         self.steps += 1
-        plain, drafted = self.realised.get((rows, False)), self.realised.get((rows, True))
+        plain, drafted = self.realised_at(rows)
         guard = plain is not None and drafted is not None and drafted < plain
         draft = self.steps % EXPLORE == 0 or (self.steps % EXPLORE != EXPLORE // 2 and not guard)
         self.last = {"rows": rows, "k": None if draft else 0, "guard": guard, "trees": True}
