@@ -172,6 +172,8 @@ for _tag, _file in (
     ("quiet_r3", "concurrency-cpu-quiet-r3"),
     ("quiet_vllm", "concurrency-cpu-quiet-vllm"),
     ("quiet_final", "concurrency-cpu-quiet-final"),
+    ("round6", "concurrency-cpu-round6"),
+    ("round6_final", "concurrency-cpu-round6-final"),
 ):
     FIGURES[f"grid_{_tag}"] = lambda f=_file: bench_concurrency.markdown(load(f))
     FIGURES[f"gaps_{_tag}"] = lambda f=_file: bench_concurrency.policy_gaps(load(f))
