@@ -217,6 +217,7 @@ def step(rid: RequestId, ev: StepEvent) -> dict[str, Any]:
         "draft_size": ev.draft_size,
         "timings_ms": ev.timings_ms,
         "stats": stats_dict(ev.stats),
+        **({"batch": dict(ev.batch)} if getattr(ev, "batch", None) else {}),
     }
 
 

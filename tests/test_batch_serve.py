@@ -79,4 +79,6 @@ def test_eight_concurrent_clients_each_get_their_solo_stream_in_shared_forwards(
         assert check_stream(msgs) == expected[i] == check_stream(seq[i]), f"client {i} got a different stream"
     per_request = sum(sum(1 for m in msgs if m["type"] == "step") for msgs in streams)
     assert batched_steps < per_request  # rows really shared forwards (a structural check, not a timing)
+    shared = [m["batch"]["rows"] for msgs in streams for m in msgs if m["type"] == "step"]
+    assert len(shared) == per_request and max(shared) > 1  # every step says how many rows shared it
     print(f"8 clients at once {conc_s:.2f} s, one after another {seq_s:.2f} s")  # measured, never asserted
