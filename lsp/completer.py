@@ -121,7 +121,7 @@ class Completer:
             ] + self._other_ids(others)
             corpus = tuple(np.asarray(c, dtype=np.int64) for c in seqs if len(c))
         mode = options.stop if not rest_of_line(after).strip() else "line"  # mid-line: one line
-        return Job(ids, spec, corpus, mode, indent_of(current_line(prefix)), method, None, options.repeat_limit)
+        return Job(ids, spec, corpus, mode, indent_of(current_line(prefix)), method, repeat_limit=options.repeat_limit)
 
     def _other_ids(self, others: list[tuple[str, int, str]]) -> list[Any]:
         out = []

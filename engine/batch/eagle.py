@@ -34,7 +34,7 @@ import torch
 
 from ..proposers.eagle.growth import Growth
 from ..tree import Draft
-from .lean_rows import SHORT, Group, ragged_layer
+from .lean_rows import SHORT, Group, ragged_layer, slot_view
 
 MARGIN = 64  # slots past the context for the tree's nodes (depth x beam of them at most)
 
@@ -173,7 +173,8 @@ class BatchEagle:
             mask[b, 0, m.shape[0] :, : g.m] = True  # padded queries (discarded) see something
         g_row = torch.tensor([b for b, (_, n) in enumerate(spans) for _ in range(n)], device=dev)
         g_col = torch.tensor([i for _, n in spans for i in range(n)], device=dev)
-        group = Group(torch.arange(n_seen, device=dev), (g_row, g_col), (len(growths), Q), _view(slots, dev), T, mask)
+        view = slot_view(slots, dev)
+        group = Group(torch.arange(n_seen, device=dev), (g_row, g_col), (len(growths), Q), view, T, mask)
         e = self.eagle.embed[torch.tensor(toks, device=dev)]
         out = self._forward(torch.cat(fs), e, torch.tensor(pos, device=dev), torch.tensor(at, device=dev), slots,
                             [n for _, n in spans], [group])  # fmt: skip
@@ -189,11 +190,6 @@ class BatchEagle:
         cos, sin = self.dec._rope(pos)
         slot_of = torch.tensor([s for s, n in zip(slots, lens) for _ in range(n)], device=dev)
         return ragged_layer(self.dec.body, x, cos, sin, (self.k, self.v), (slot_of, at), groups)
-
-
-def _view(slots: list[int], dev) -> slice | torch.Tensor:
-    contiguous = slots == list(range(slots[0], slots[0] + len(slots)))
-    return slice(slots[0], slots[0] + len(slots)) if contiguous else torch.tensor(slots, device=dev)
 
 
 def _causal_groups(slots: list[int], starts: list[int], lens: list[int], dev) -> list[Group]:
@@ -215,5 +211,5 @@ def _causal_groups(slots: list[int], starts: list[int], lens: list[int], dev) ->
         st = torch.tensor([starts[b] for b in bs], device=dev)
         keys, qi = torch.arange(T, device=dev), torch.arange(Q, device=dev)
         mask = (keys[None, None, :] <= (st[:, None, None] + qi[None, :, None]))[:, None]
-        out.append(Group(tok, (g_row, g_col), (len(bs), Q), _view([slots[b] for b in bs], dev), T, mask))
+        out.append(Group(tok, (g_row, g_col), (len(bs), Q), slot_view([slots[b] for b in bs], dev), T, mask))
     return out

@@ -117,9 +117,7 @@ class LeanRows:
             tok = torch.cat([first[b] + torch.arange(m, device=dev) for b, m in zip(bs, n)])
             g_row = torch.tensor([i for i, m in enumerate(n) for _ in range(m)], device=dev)
             g_col = torch.cat([torch.arange(m, device=dev) for m in n])
-            slots = [lo + b for b in bs]
-            contiguous = slots == list(range(slots[0], slots[0] + len(slots)))
-            view = slice(slots[0], slots[-1] + 1) if contiguous else torch.tensor(slots, device=dev)
+            view = slot_view([lo + b for b in bs], dev)
             m = mask(bs) if callable(mask) else mask
             out.append(Group(tok, (g_row, g_col), (len(bs), max(n)), view, m.shape[-1], m.to(dev)))
         return out
@@ -139,6 +137,12 @@ class Group(NamedTuple):
     view: slice | torch.Tensor
     T: int
     mask: torch.Tensor
+
+
+def slot_view(slots: list[int], dev) -> slice | torch.Tensor:
+    """``Group.view`` of these cache slots: a slice when they are contiguous (no gather), else an index."""
+    contiguous = slots == list(range(slots[0], slots[0] + len(slots)))
+    return slice(slots[0], slots[0] + len(slots)) if contiguous else torch.tensor(slots, device=dev)
 
 
 def ragged_layer(layer, x, cos, sin, kv, write, groups: list[Group]) -> torch.Tensor:

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..lean import LeanLlama, causal_mask, rope_table
-from .lean_rows import Group, ragged_layer
+from .lean_rows import Group, ragged_layer, slot_view
 
 
 class RaggedLlama:
@@ -68,9 +68,7 @@ class RaggedLlama:
         keys = torch.arange(T, device=dev)
         qi = torch.arange(Q, device=dev)
         mask = (keys[None, None, :] <= (starts[:, None, None] + qi[None, :, None]))[:, None]
-        contiguous = slots == list(range(slots[0], slots[0] + B))
-        view = slice(slots[0], slots[0] + B) if contiguous else torch.tensor(slots, device=dev)
-        group = Group(torch.arange(len(row_l), device=dev), (row_of, col), (B, Q), view, T, mask)
+        group = Group(torch.arange(len(row_l), device=dev), (row_of, col), (B, Q), slot_view(slots, dev), T, mask)
         x = self.embed[tokens]
         cos, sin = self.cos[pos], self.sin[pos]
         for i, layer in enumerate(self.layers):
