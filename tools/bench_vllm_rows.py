@@ -2,7 +2,7 @@
 
 Contract: ``vllm_rows(ids, levels, max_new, ref, methods, k)`` exports the shipped models
 (``tools/export_vllm.py``), and for each method in ``methods`` starts vLLM's OpenAI server from its
-venv (``tools/vllm_launch.py``: float32, eager, 512-token context) on a free loopback port, warms
+venv (``tools/vllm_launch.py``: float32, eager, 512-token context, ``NO_PREFIX_CACHE``) on a free loopback port, warms
 it with two untimed requests, then for each concurrency c runs c closed-loop clients over all
 ``ids`` (token-id prompts, greedy, ``max_new`` tokens, streamed ``/v1/completions`` with
 ``return_token_ids``; ``vllm_cells`` does this on a server already running), and stops the
@@ -12,6 +12,10 @@ fields as the engine's cells (``tools/bench_concurrency._cell``); ``identical`` 
 request's tokens with ``ref`` (the solo greedy run). vLLM needs its own venv (it pins transformers
 < 5.20): without it ``VllmError`` says how to make it. Why a separate process on the same CPU:
 the rows must run where ours run; one server runs at a time, and nothing else runs meanwhile.
+Why without vLLM's prefix cache (on by default in vLLM 0.32): every level sends the same prompts,
+so from the second request of a prompt on vLLM reused its cached blocks and skipped nearly all
+of its prefill (its log's prefix cache hit rate reached 62% in one grid), while the engine's batch
+prefills every request; the rows then compared a cache against a prefill, not two engines.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import urllib.request
 from pathlib import Path
 
 from .closed_loop import closed_loop
+
+NO_PREFIX_CACHE = ["--no-enable-prefix-caching"]  # the rows prefill every request, as ours do (docstring)
 
 
 def _free_port() -> int:
@@ -91,11 +97,11 @@ def vllm_rows(ids, levels: list[int], max_new: int, ref, methods=("none",), k: i
     rows = []
     for method in methods:
         port = _free_port()
-        argv = server_argv(python, folders, method, k, port=port)
+        argv = server_argv(python, folders, method, k, port=port, extra=NO_PREFIX_CACHE)
         server = VllmServer(argv, server_env(), out / f"vllm-{method}.log", "127.0.0.1", port)
         url = server.start(timeout=600)
         try:
-            rows += vllm_cells(url, ids, levels, max_new, ref, method)
+            rows += [{**r, "prefix_cache": False} for r in vllm_cells(url, ids, levels, max_new, ref, method)]
         finally:
             server.stop()
     return rows

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from engine import theory as T
-from tools import bench_concurrency, doc_bench, theory_table
+from tools import bench_concurrency, doc_bench, step_rows, theory_table
 from tools.doc_tables import heads_table, load, lookup_match_table, lookup_sets_table, sweep_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,9 +174,15 @@ for _tag, _file in (
     ("quiet_final", "concurrency-cpu-quiet-final"),
     ("round6", "concurrency-cpu-round6"),
     ("round6_final", "concurrency-cpu-round6-final"),
+    ("edits_round7", "concurrency-edits-cpu-round7"),
+    ("vllm_nocache", "concurrency-vllm-nocache-cpu"),
+    ("edits_vllm_nocache", "concurrency-edits-vllm-nocache-cpu"),
 ):
     FIGURES[f"grid_{_tag}"] = lambda f=_file: bench_concurrency.markdown(load(f))
     FIGURES[f"gaps_{_tag}"] = lambda f=_file: bench_concurrency.policy_gaps(load(f))
+
+
+FIGURES["step_rows_table"] = lambda: step_rows.markdown(load("step-rows-cpu"))
 
 
 def value(name: str) -> str:

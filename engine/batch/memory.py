@@ -6,7 +6,8 @@ the edge of the context still writes inside its slot). ``kv_tokens`` is the tota
 hold; the number of slots is ``min(max_batch, kv_tokens // capacity)`` and a ``ValueError`` says
 so when not even one slot fits. ``kv_tokens = None`` picks ``max_batch * capacity`` but at most
 what a quarter of the available memory holds (``default_kv_tokens``). ``bytes_per_token`` is the
-target's KV plus the kept hidden state for one position.
+target's KV (``kv_bytes_per_token``: what a decoding step reads per cached position of a row) plus
+the kept hidden state for one position.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from __future__ import annotations
 import os
 
 
-def bytes_per_token(model) -> int:
+def kv_bytes_per_token(model) -> int:
     cfg = model.config
     heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    elem = next(model.parameters()).element_size()
-    return (2 * cfg.num_hidden_layers * heads * head_dim + cfg.hidden_size) * elem
+    return 2 * cfg.num_hidden_layers * heads * head_dim * next(model.parameters()).element_size()
+
+
+def bytes_per_token(model) -> int:
+    return kv_bytes_per_token(model) + model.config.hidden_size * next(model.parameters()).element_size()
 
 
 def available_bytes() -> int | None:

@@ -43,7 +43,7 @@ class Steps:
     def _prefill(self, rows: list[Row], chunks: list[int]) -> None:
         """The picked chunks in one forward of their own."""
         if self.threads is not None:
-            self.threads.apply(sum(chunks))
+            self.threads.apply(sum(chunks), len(rows))
         t0 = time.perf_counter()
         try:
             done = self._target.prefill_many([(r.slot, r.ids) for r in rows], chunks)
@@ -84,7 +84,7 @@ class Steps:
         if live:
             if self.threads is not None:
                 tokens = sum(1 + e[1].n for e in entries if e is not None) + sum(map(len, feeds.values()))
-                self.threads.apply(tokens)
+                self.threads.apply(tokens, len(live) + len(feeds))
             t0 = time.perf_counter()
             logits = target.step(entries, feeds) if feeds else target.score(entries)
             score_ms = 1000 * (time.perf_counter() - t0)

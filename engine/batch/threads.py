@@ -1,4 +1,4 @@
-"""How many threads a batch forward runs on, by the tokens it carries: learnt from the real forwards.
+"""How many threads a batch forward runs on, by its rows and tokens: learnt from the real forwards.
 
 Why: the engine's calibration (``engine/calibrate.py``) picks the thread count on the solo plain
 step, one token, where a second thread buys nothing on this machine (the step is memory- and
@@ -8,19 +8,24 @@ figures). No constant can say where the crossing lies on another CPU, so the bat
 It measures on the forwards it really runs: round three timed synthetic forwards at start, and on
 the model thread (a worker thread, whose OpenMP team behaves unlike the main thread's) that
 start-up timing picked one thread for 8 rows in most runs, where the real 8-row forwards ran a
-quarter faster on two (docs/batching.md, round four).
+quarter faster on two (docs/batching.md, round four). Rows and tokens are kept apart because they
+cost differently: 8 rows of one token read eight rows' keys and values, one row's chain of 8
+tokens reads one row's (``tools/step_rows.py`` measures both), and a bucket that mixed them
+carried one shape's choice to the other (one backend sees lookup's 2-row chains at low load and
+8 single-token rows at high load in the same token bucket).
 
-Contract: ``ThreadPlan(table, solo)`` is a fixed plan: ``threads(tokens)`` is the count of the
-largest key of ``table`` at or below ``tokens``, ``solo`` below it. ``ThreadPlan.learn(solo,
-counts)`` learns one count per size bucket (tokens 2-3, 4-7, 8-15, ... : ``bucket``): the
-scheduler calls ``apply(tokens)`` before each forward (it sets ``torch.set_num_threads`` when the
-count changes; call it on the thread that runs the forward) and ``observe(ms)`` after it. A bucket
-tries every count in turn until each has ``WARM`` forwards, then runs the count whose median ms per
-token over its last ``KEEP`` forwards is lowest, preferring the fewest threads within ``MARGIN`` of
-it (under contention fewer threads degrade less), and every ``PROBE``-th forward of the bucket runs
-another count so a changed machine is noticed. Below 2 tokens (a batch of one) it is always
-``solo``: one row runs exactly as the solo path. ``table`` is JSON-ready (``{bucket's first size:
-threads}``, what each bucket runs now) for stats; ``samples`` the forwards seen per bucket.
+Contract: ``ThreadPlan(table, solo)`` is a fixed plan: ``threads(tokens, rows)`` is the count of
+the largest key of ``table`` at or below ``tokens``, ``solo`` below it. ``ThreadPlan.learn(solo,
+counts)`` learns one count per (rows, tokens) bucket (each a power-of-two range: 1, 2-3, 4-7,
+8-15, ... : ``bucket``; ``key``): the scheduler calls ``apply(tokens, rows)`` before each forward
+(it sets ``torch.set_num_threads`` when the count changes; call it on the thread that runs the
+forward) and ``observe(ms)`` after it. A bucket tries every count in turn until each has ``WARM``
+forwards, then runs the count whose median ms per token over its last ``KEEP`` forwards is
+lowest, preferring the fewest threads within ``MARGIN`` of it (under contention fewer threads
+degrade less), and every ``PROBE``-th forward of the bucket runs another count so a changed
+machine is noticed. A forward of one token (a batch of one's plain step) is always ``solo``: it
+runs exactly as the solo path. ``table`` is JSON-ready (``{"ROWSxTOKENS": threads}`` with each
+bucket's first sizes, what each bucket runs now) for stats; ``samples`` the forwards seen per bucket.
 Exactness never depends on this: thread counts change float rounding at most (docs/batching.md).
 """
 
@@ -49,14 +54,19 @@ def bucket(tokens: int) -> int:
     return b
 
 
+def key(rows: int, tokens: int) -> str:
+    """A forward's bucket as ``table`` names it: "ROWSxTOKENS", each its bucket's first size."""
+    return f"{bucket(rows)}x{bucket(tokens)}"
+
+
 class ThreadPlan:
     def __init__(self, table: dict[int, int], solo: int, counts: list[int] | None = None) -> None:
         self._fixed, self.solo = dict(sorted(table.items())), solo
         self.counts = sorted(set(counts)) if counts else None  # None: a fixed plan
-        self._ms: dict[tuple[int, int], deque] = {}
-        self._seen: dict[int, int] = {}
-        self._choice: dict[int, int] = {}
-        self._applied: tuple[int, int, int] | None = None  # (bucket, threads, tokens) of the forward
+        self._ms: dict[tuple[str, int], deque] = {}
+        self._seen: dict[str, int] = {}
+        self._choice: dict[str, int] = {}
+        self._applied: tuple[str, int, int] | None = None  # (bucket key, threads, tokens) of the forward
 
     @classmethod
     def learn(cls, solo: int, counts: list[int] | None = None) -> ThreadPlan:
@@ -64,14 +74,14 @@ class ThreadPlan:
         return cls({}, solo, counts if len(counts) > 1 else None)
 
     @property
-    def table(self) -> dict[int, int]:
+    def table(self) -> dict:
         return dict(self._fixed) if self.counts is None else dict(sorted(self._choice.items()))
 
     @property
-    def samples(self) -> dict[int, int]:
+    def samples(self) -> dict[str, int]:
         return dict(sorted(self._seen.items()))
 
-    def threads(self, tokens: int) -> int:
+    def threads(self, tokens: int, rows: int = 1) -> int:
         if tokens < 2:
             return self.solo
         if self.counts is None:
@@ -80,9 +90,9 @@ class ThreadPlan:
                 if rows <= tokens:
                     n = t
             return n
-        return self._pick(bucket(tokens))
+        return self._pick(key(rows, tokens))
 
-    def _pick(self, b: int) -> int:
+    def _pick(self, b: str) -> int:
         seen = self._seen.get(b, 0)
         counts = self.counts
         cold = [n for n in counts if len(self._ms.get((b, n), ())) < WARM]
@@ -97,9 +107,9 @@ class ThreadPlan:
             return others[(seen // PROBE) % len(others)]
         return best
 
-    def apply(self, tokens: int) -> None:
-        n = self.threads(tokens)
-        self._applied = (bucket(tokens), n, tokens) if tokens >= 2 and self.counts is not None else None
+    def apply(self, tokens: int, rows: int = 1) -> None:
+        n = self.threads(tokens, rows)
+        self._applied = (key(rows, tokens), n, tokens) if tokens >= 2 and self.counts is not None else None
         if n != torch.get_num_threads():  # process-wide: someone else may have set it
             torch.set_num_threads(n)
 
