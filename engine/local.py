@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import prefixes
+from . import omp, prefixes
 from .backend import Capabilities, Handle, Limits, Request
 from .config import ConfigError
 from .queue_front import QueueFront
@@ -97,6 +97,8 @@ class LocalBackend(QueueFront):
             self._load(loader)
         while True:
             with self._cond:
+                if not self._queue and not self._closing and not self._drops:
+                    omp.release_pool()  # idle: our OpenMP workers must not crowd another thread's team
                 while not self._queue and not self._closing and not self._drops:
                     self._cond.wait()
                 drops, self._drops = self._drops, []

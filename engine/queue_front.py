@@ -15,6 +15,8 @@ the model thread) holds what a front end talks to before a request reaches the m
 - ``_drain()`` (under the lock) marks closing and takes the queue; ``_forget(handle)`` drops a
   finished handle's ids and keeps its slim ``Record`` in ``finished`` (the last 256);
   ``_load(loader)`` runs on the model thread and reports whether the engine loaded.
+Building one releases the building thread's OpenMP workers (``omp.release_pool``): the model
+thread's team then has the CPUs to itself (engine/omp.py says what this cost before).
 Subclasses (``engine/local.py``'s ``LocalBackend``, ``engine/batch/scheduler.py``'s ``BatchBackend``) own
 the model thread and its loop.
 Why one module: the two backends wrote this part twice, and a fix to one missed the other.
@@ -29,6 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from . import omp
 from .backend import Busy, Handle, Record, Request, ShuttingDown
 from .config import check_ids
 
@@ -47,6 +50,7 @@ class QueueFront:
         self._closing = False
         self._arrivals = itertools.count()
         self.finished: collections.deque[Record] = collections.deque(maxlen=256)
+        omp.release_pool()  # the model thread's OpenMP team must not share the CPUs with ours (engine/omp.py)
 
     # -- readiness and what the engine offers --------------------------------------------------------
     def wait_ready(self, timeout: float | None = None) -> Any:

@@ -27,7 +27,7 @@ step) to maximise the batch's estimated tokens/s; the cap is in each event's ``b
 ``threads="auto"`` learns from the forwards it runs how many threads a forward of n tokens should
 run on (``threads.ThreadPlan.learn``; a batch of one keeps the engine's calibrated count) and sets
 them before each forward, back to the calibrated count when idle; an int fixes one count; None
-leaves them.
+leaves them. An idle model thread releases its OpenMP workers (``engine/omp.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from .. import omp
 from ..backend import Capabilities, Handle, Limits
 from ..queue_front import QueueFront
 from .adapt import LoadPolicy
@@ -131,8 +132,10 @@ class BatchBackend(Steps, QueueFront):
             self.policy.calibrate(lambda rows, q: time_rows(self._target, rows, q), self.slots)
         while True:
             with self._cond:
-                if not self._queue and not self.rows and self.threads is not None:
-                    self.threads.apply(1)  # idle: the calibrated count, for whoever runs next
+                if not self._queue and not self.rows:
+                    if self.threads is not None:
+                        self.threads.apply(1)  # idle: the calibrated count, for whoever runs next
+                    omp.release_pool()  # idle: our OpenMP workers must not crowd another thread's team
                 while not self._queue and not self.rows and not self._closing:
                     self._cond.wait()
                 if self._closing and not self._queue and not self.rows:
