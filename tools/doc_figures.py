@@ -177,6 +177,8 @@ for _tag, _file in (
     ("edits_round7", "concurrency-edits-cpu-round7"),
     ("vllm_nocache", "concurrency-vllm-nocache-cpu"),
     ("edits_vllm_nocache", "concurrency-edits-vllm-nocache-cpu"),
+    ("round7", "concurrency-cpu-round7"),
+    ("edits_round7_omp", "concurrency-edits-cpu-round7-omp"),
 ):
     FIGURES[f"grid_{_tag}"] = lambda f=_file: bench_concurrency.markdown(load(f))
     FIGURES[f"gaps_{_tag}"] = lambda f=_file: bench_concurrency.policy_gaps(load(f))
