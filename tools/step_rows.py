@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     ap.add_argument("--rows", type=ints, default=[1, 2, 4, 8, 16], help="rows per step (default 1,2,4,8,16)")
-    ap.add_argument("--prefixes", type=ints, default=[32, 128, 256, 384], help="cached positions per row")
+    ap.add_argument(
+        "--prefixes", type=ints, default=[32, 128, 256, 384], help="cached positions per row (default 32,128,256,384)"
+    )
     ap.add_argument("--threads", type=ints, default=None, help="torch threads to try (default: the calibrated)")
     ap.add_argument("--repeats", type=int, default=15, help="timed rounds per cell (default 15)")
     ap.add_argument("--json", default=None, help="write the cells and fits as JSON here")
