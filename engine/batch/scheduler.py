@@ -24,8 +24,8 @@ forward and the thread plan.
 ``adaptive=True`` calibrates the target's cost per (rows, tokens) at start and lets
 ``adapt.LoadPolicy`` cap the draft of every ``k = "auto"`` draft / lookup row each step (0 = plain
 step) to maximise the batch's estimated tokens/s; the cap is in each event's ``batch["k"]``.
-``threads="auto"`` learns from the forwards it runs how many threads a forward of n tokens should
-run on (``threads.ThreadPlan.learn``; a batch of one keeps the engine's calibrated count) and sets
+``threads="auto"`` learns from the forwards it runs how many threads a forward of its rows and
+tokens should run on (``threads.ThreadPlan.learn``; a batch of one keeps the engine's calibrated count) and sets
 them before each forward, back to the calibrated count when idle; an int fixes one count; None
 leaves them. An idle model thread releases its OpenMP workers (``engine/omp.py``).
 """

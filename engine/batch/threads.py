@@ -6,10 +6,11 @@ overhead-bound; docs/bench.md). A batch forward of 8 or 16 rows has real arithme
 per row, and there a second core cut the forward by a quarter to a third (docs/batching.md has the
 figures). No constant can say where the crossing lies on another CPU, so the batch measures it.
 It measures on the forwards it really runs: round three timed synthetic forwards at start, and on
-the model thread (a worker thread, whose OpenMP team behaves unlike the main thread's) that
-start-up timing picked one thread for 8 rows in most runs, where the real 8-row forwards ran a
-quarter faster on two (docs/batching.md, round four). Rows and tokens are kept apart because they
-cost differently: 8 rows of one token read eight rows' keys and values, one row's chain of 8
+the model thread that start-up timing picked one thread for 8 rows in most runs, where the real
+8-row forwards ran a quarter faster on two (docs/batching.md, round four; round seven found why
+the model thread's two-thread forwards were slow: a second OpenMP pool, ``engine/omp.py``).
+Rows and tokens are kept apart because they cost differently: 8 rows of one token read eight
+rows' keys and values, one row's chain of 8
 tokens reads one row's (``tools/step_rows.py`` measures both), and a bucket that mixed them
 carried one shape's choice to the other (one backend sees lookup's 2-row chains at low load and
 8 single-token rows at high load in the same token bucket).
