@@ -35,6 +35,7 @@ from engine.batch.memory import kv_bytes_per_token, plan_slots
 from engine.batch.target import BatchTarget
 from engine.batch.threads import time_rows
 from engine.session import Engine
+from engine.theory import fit_verify_cost
 from tools.results import write_results
 
 
@@ -52,10 +53,8 @@ def fit_line(points: list[tuple[float, float]]) -> dict | None:
     """ms = ms_fixed + MB / gb_per_s (MB per ms is GB/s): least squares over (MB, ms) points."""
     if len({x for x, _ in points}) < 2:
         return None
-    n = len(points)
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
-    return {"ms_fixed": my - slope * mx, "gb_per_s": 1.0 / slope if slope > 0 else None}
+    ms_fixed, slope = fit_verify_cost([x for x, _ in points], [y for _, y in points])  # the one least squares
+    return {"ms_fixed": ms_fixed, "gb_per_s": 1.0 / slope if slope > 0 else None}
 
 
 def _cells(rows: list[int], prefixes: list[int]) -> list[tuple[int, int, int]]:
