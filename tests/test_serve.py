@@ -303,6 +303,7 @@ def test_the_example_page_streams_coloured_fates_in_a_real_browser(engine):
             page.goto(f"{page_path.as_uri()}?server={s.url}&token={TOKEN}")
             page.wait_for_selector("#generate:not([disabled])", timeout=30_000)
             page.select_option("#method", "draft")
+            page.fill("#k", "4")  # a fixed k: auto k follows measured costs, and a plain-only run has no rejection
             page.fill("#max_new_tokens", str(n))
             page.click("#generate")
             page.wait_for_function("document.getElementById('status').textContent.startsWith('done')", timeout=60_000)
@@ -315,7 +316,7 @@ def test_the_example_page_streams_coloured_fates_in_a_real_browser(engine):
             browser.close()
     assert spans[0][:2] == ["prompt", prompt]
     shown = "".join(text for kind, text, _, _ in spans[1:] if kind != "rejected")
-    assert shown == solo(engine, prompt, method="draft", max_new_tokens=n)[0]
+    assert shown == solo(engine, prompt, method="draft", k=4, max_new_tokens=n)[0]
     style = {kind: (colour, line) for kind, _, colour, line in spans[1:]}
     assert style["accepted"][0] == "rgb(10, 125, 34)"
     assert style["rejected"] == ("rgb(198, 40, 40)", "line-through")  # this prompt always has rejections
