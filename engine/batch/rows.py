@@ -2,8 +2,9 @@
 
 Contract: ``Row`` holds what ``engine/session.py``'s loop keeps in local variables (committed
 tokens, generator, detokenizer, stats, the proposer) plus its slot. A step of the batch is
-``propose`` for every row, ONE ``BatchTarget.score`` over all rows, then ``finish`` for every row:
-verify with the row's own sampling parameters and generator (``engine/verify.py``, the one
+``propose`` for every row, ONE ``BatchTarget.score`` over all rows, every row's p at once
+(``row_probs``: one ``to_probs`` per sampling setting, each row's floats what its own call gives),
+then ``finish`` for every row: verify with the row's own sampling parameters and generator (``engine/verify.py``, the one
 verifier), commit the row's own accepted path, and build its ``StepEvent`` with the same helpers
 as the single-request loop (``session._pieces``), so a row's tokens and events are those of its
 solo run whatever shares the batch (up to the float rounding discussed in docs/batching.md).
@@ -85,6 +86,28 @@ def _fork(p):
     return f
 
 
+def row_probs(rows: list, logits: list) -> dict[int, torch.Tensor]:
+    """Each row's p (by slot) from its logits, one ``to_probs`` per sampling setting over all the
+    rows that share it: the work is per row along the vocabulary (argmax, softmax, sort), so a
+    row's p is what its own call gives, and a batch of greedy rows pays one call, not one each.
+    Rows that heal (their first step scores a trie) are left out."""
+    groups: dict[tuple, list] = {}
+    for row in rows:
+        if row.trie is None:
+            sp = row.spec.sampling
+            groups.setdefault((sp.temperature, sp.top_k, sp.top_p), []).append(row)
+    out: dict[int, torch.Tensor] = {}
+    for (t, top_k, top_p), group in groups.items():
+        if len(group) == 1:
+            out[group[0].slot] = to_probs(logits[group[0].slot], t, top_k, top_p)
+            continue
+        p, at = to_probs(torch.cat([logits[r.slot] for r in group]), t, top_k, top_p), 0
+        for r in group:
+            n = logits[r.slot].shape[0]
+            out[r.slot], at = p[at : at + n], at + n
+    return out
+
+
 @dataclass(eq=False)
 class Row:
     handle: Any
@@ -158,13 +181,16 @@ class Row:
         ctx = self.context(hidden, context)
         return self.drafted(Draft.empty(), asked=False) if ctx is None else self.drafted(self.proposer.propose(ctx))
 
-    def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int) -> StepEvent:
+    def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int, p=None) -> StepEvent:
+        """Verify, commit and build the event; ``p``: this row's probabilities when the step
+        computed them for all rows at once (``row_probs``), else from ``logits`` here."""
         if self.trie is not None:
             return self.finish_heal(engine, target, logits, score_ms, rows)
         t2 = time.perf_counter()
         sp, draft = self.spec.sampling, self.draft
         self.target_ms = score_ms if self.target_ms is None else 0.8 * self.target_ms + 0.2 * score_ms
-        p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
+        if p is None:
+            p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
         verdict = verify(draft, p, self.gen)
         target.commit(self.slot, verdict.path)
         room = self.spec.max_new_tokens - self.produced

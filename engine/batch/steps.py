@@ -16,7 +16,7 @@ import time
 
 from ..local import _abandoned
 from .adapt import cap_rows
-from .rows import Row
+from .rows import Row, row_probs
 
 log = logging.getLogger("specdec.batch")
 
@@ -95,8 +95,10 @@ class Steps:
                 self._prefilled(rows, [len(target.ids[r.slot]) == len(r.ids) - 1 for r in rows], score_ms / 1000)
             self.steps += 1
             produced = sum(r.produced for r in live)
+            probs = row_probs(live, logits)
             for row in live:
-                self._deliver(row, row.finish(engine, target, logits[row.slot], score_ms, len(live)))
+                ev = row.finish(engine, target, logits[row.slot], score_ms, len(live), probs.get(row.slot))
+                self._deliver(row, ev)
             if self.policy is not None:
                 for row in live:
                     self.policy.observe_row(row.spec.method, *row.counts, row.t_propose, row.cap)
