@@ -87,6 +87,36 @@ def test_the_adaptive_batch_is_still_exact(engine, prompts):
         b.shutdown(10)
 
 
+def test_a_draft_row_under_the_policys_cap_drafts_the_cap(engine, prompts):
+    """The cap is the batch's choice for the row: the draft model's own auto k must not choose
+    again under it (it kept the policy from ever seeing deep drafts). The policy's choice is pinned
+    here so the test does not depend on measured costs."""
+    b = BatchBackend(engine, max_batch=2, adaptive=True)
+
+    def pinned(methods, rows, k_max=8):
+        b.policy.chosen = 3
+        return 3
+
+    b.policy.choose = pinned
+    try:
+        spec = GenerateSpec(method="draft", max_new_tokens=24, confidence=0.0)  # no early stop on q
+        handles = [b.submit(Request(p, spec)) for p in prompts[5:7]]
+        events = [list(h) for h in handles]
+        assert [[t for ev in evs for t in ev.token_ids] for evs in events] == [
+            engine.generate(p, spec).tokens for p in prompts[5:7]
+        ]
+        for evs in events:
+            made, capped = 0, 0
+            for ev in evs:
+                if ev.batch["rows"] > 1:
+                    assert ev.batch["k"] == 3 and ev.draft_size == min(3, 24 - made - 1), (ev.step, ev.draft_size)
+                    capped += 1
+                made += len(ev.token_ids)
+            assert capped >= 3
+    finally:
+        b.shutdown(10)
+
+
 def test_measured_steps_overrule_a_cost_model_that_says_drafting_pays():
     """The model estimates drafting pays (flat cost, good drafts); the realised rates of whole
     steps at this row count say plain steps gave more: the policy takes plain steps, and says so."""

@@ -11,8 +11,10 @@ plain step for everyone) that maximises the estimated batch tokens per second
 with a_i(d) the method's measured acceptance at draft depth d given that depth d was tested
 (decayed counts per depth; ``observe_row`` derives them from a chain's tested and accepted
 counts), r_i(j) the measured share of steps that drafted at least j tokens when the cap allowed j
-(prompt lookup drafts nothing without a match, the draft model's own auto k may stop short), c_i
-its measured propose cost per drafted token, and T the forward cost. Per depth, because prompt
+(prompt lookup drafts nothing without a match, the draft model stops where its own q is unsure:
+``confidence``; a capped row drafts the cap, its method's own auto k does not choose again under
+it: ``rows.Row.spec_for``), c_i its measured propose cost per drafted token, and T the forward
+cost. Per depth, because prompt
 lookup's acceptance is bursty (a copy is right for many tokens or wrong at once: a_i(1) is its
 lowest), which the i.i.d. alpha of Leviathan et al. undervalues, capping lookup's long copies
 (round four in docs/batching.md). A depth never measured takes the deepest measured depth's

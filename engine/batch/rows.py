@@ -4,10 +4,12 @@ Contract: ``Row`` holds what ``engine/session.py``'s loop keeps in local variabl
 tokens, generator, detokenizer, stats, the proposer) plus its slot. A step of the batch is
 ``propose`` for every row, ONE ``BatchTarget.score`` over all rows, every row's p at once
 (``row_probs``: one ``to_probs`` per sampling setting, each row's floats what its own call gives),
-then ``finish`` for every row: verify with the row's own sampling parameters and generator (``engine/verify.py``, the one
-verifier), commit the row's own accepted path, and build its ``StepEvent`` with the same helpers
-as the single-request loop (``session._pieces``), so a row's tokens and events are those of its
-solo run whatever shares the batch (up to the float rounding discussed in docs/batching.md).
+then ``finish`` for every row: verify with the row's own sampling parameters and generator
+(``engine/verify.py``, the one verifier), commit the row's own accepted path, and build its
+``StepEvent`` with the same helpers as the single-request loop (``session._pieces``), so a row's
+tokens and events are those of its solo run whatever shares the batch (up to the float rounding
+discussed in docs/batching.md). Under the load policy's cap a chain row with k "auto" drafts the
+cap (``spec_for``).
 ``Forks`` hands each row a proposer of its own for methods that keep state (the draft model's
 KV cache, EAGLE's, prompt lookup's auto-k measurements and the request they follow), so rows never
 make each other resynchronise; stateless ones are shared.
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from .. import healing
 from .. import methods as M
+from ..config import GenerateSpec
 from ..detok import Detokenizer
 from ..events import Piece, Stats, StepEvent
 from ..proposers.base import Context
@@ -31,6 +34,7 @@ from ..sampling import to_probs
 from ..session import _generator, _pieces
 from ..tree import Draft
 from ..verify import verify
+from .adapt import ADAPTIVE
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ class Row:
         self.k_max = M.k_max(self.spec.method, self.spec.k)
         self.stats = Stats()
         self.detok = None
+        self._capped: dict[int, GenerateSpec] = {}  # spec_for's specs by cap
 
     def fit_heal(self, engine) -> None:
         """Token healing as solo (``healing.fit``): the prompt may take the heal text's head, and
@@ -160,8 +165,19 @@ class Row:
         budget = min(self.spec.max_new_tokens - self.produced - 1, context - len(self.tokens))
         cap = self.cap
         if budget > 0 and cap != 0:
-            return Context(self.tokens, self.spec, budget, cap, self.gen, hidden, self.target_ms, self.corpus)
+            return Context(self.tokens, self.spec_for(cap), budget, cap, self.gen, hidden, self.target_ms, self.corpus)
         return None
+
+    def spec_for(self, cap: int | None) -> GenerateSpec:
+        """The spec the proposer sees: a chain row with k "auto" under the load policy's cap drafts
+        that k (``dataclasses.replace``: the proposer's own auto k does not choose again under
+        it, which kept the policy from ever measuring deep drafts: round eight in docs/batching.md);
+        otherwise the request's own."""
+        if self.k_cap is None or cap is None or self.spec.k != "auto" or self.spec.method not in ADAPTIVE:
+            return self.spec
+        if cap not in self._capped:
+            self._capped[cap] = replace(self.spec, k=cap)
+        return self._capped[cap]
 
     @property
     def cap(self) -> int | None:
