@@ -55,3 +55,5 @@ def test_the_concurrency_bench_runs_and_checks_identity(engine, prompts):
     assert again["repeats"] == 3 and len(cells) == 3 and all(r["identical"] for r in again["rows"])
     for r in cells:  # the kept run is the median of its three
         assert len(r["tok_s_runs"]) == 3 and r["tok_s"] == sorted(r["tok_s_runs"])[1]
+    local = next(r for r in again["rows"] if r["row"] == "local")  # the reference, measured every round too
+    assert again["rows"][0] is local and local["tok_s"] == sorted(local["tok_s_runs"])[1]

@@ -6,7 +6,9 @@ same prompt list (client j takes the next unserved prompt), each request through
 ``engine.batch.BatchBackend(max_batch=max(levels))`` at temperature 0; per cell: aggregate
 tokens/s (all tokens / wall time), per-request p50/p95 time to first token and tokens/s, and
 ``identical`` (every request's tokens equal its solo greedy run through the single-request loop,
-which is also the row ``local`` at c = 1: today's one-at-a-time path). Rows ``load`` repeat every
+which is also the row ``local`` at c = 1: today's one-at-a-time path, measured in every round of
+the first level beside that level's cells, the median kept, so the ratios against it are not one
+fast or slow minute's; its first, untimed run gives the reference tokens). Rows ``load`` repeat every
 speculative method on a second backend with the load policy (``adaptive=True``, engine/batch/adapt.py:
 a draft cap for draft and lookup, tree or plain step for medusa and eagle),
 each cell right after the same method's fixed-k cell at that level, so the host's drift hits both alike.
@@ -122,9 +124,9 @@ def run_concurrency(
     ids = [engine.encode(p) for p in prompts]
     spec_of = {m: GenerateSpec(method=m, max_new_tokens=max_new) for m in methods}
     local = LocalBackend(engine)
-    cell, ref = _cell(local, ids, spec_of["none"], 1)
-    local.shutdown(10)
-    rows = [{"row": "local", "method": "none", "c": 1, **cell, "identical": True}]
+    _, ref = _cell(local, ids, spec_of["none"], 1)  # the reference tokens; untimed (a warm-up)
+    local_runs: list = []
+    rows: list[dict] = []
     adaptive = [m for m in methods if m in ADAPTIVE + TREES]
     backends = {"batch": BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)}
     if adaptive:
@@ -135,6 +137,9 @@ def run_concurrency(
     for c in levels:  # a method's fixed-k and load-policy cells back to back, so host drift hits both alike
         runs: dict = {cell: [] for cell in cells}
         for _ in range(repeats):  # every cell once per round: a slow minute lands in one round of each
+            if c == levels[0]:  # the single-request path in every round of the first level, beside its cells
+                local_runs.append(_cell(local, ids, spec_of["none"], 1))
+                print(f"  c=1   local       {local_runs[-1][0]['tok_s']:7.1f} tok/s", file=sys.stderr)
             for kind, m in cells:
                 cell, out = _cell(backends[kind], ids, spec_of[m], c)
                 runs[(kind, m)].append((cell, out))
@@ -143,8 +148,10 @@ def run_concurrency(
         for (kind, m), done in runs.items():
             cell, outs = _median_cell(done)
             rows.append({"row": kind, "method": m, "c": c, **cell, "identical": all(o == ref for o in outs)})
-    for backend in backends.values():
+    for backend in [local, *backends.values()]:
         backend.shutdown(10)
+    cell, outs = _median_cell(local_runs)
+    rows.insert(0, {"row": "local", "method": "none", "c": 1, **cell, "identical": all(o == ref for o in outs)})
     if hf:
         from engine.loading import load_model
 

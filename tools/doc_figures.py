@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from engine import theory as T
-from tools import bench_concurrency, doc_bench, step_rows, theory_table
+from tools import batch_phases, bench_concurrency, doc_bench, step_rows, theory_table
 from tools.doc_tables import heads_table, load, lookup_match_table, lookup_sets_table, sweep_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,12 +179,16 @@ for _tag, _file in (
     ("edits_vllm_nocache", "concurrency-edits-vllm-nocache-cpu"),
     ("round7", "concurrency-cpu-round7"),
     ("edits_round7_omp", "concurrency-edits-cpu-round7-omp"),
+    ("round8", "concurrency-cpu-round8"),
+    ("edits_round8", "concurrency-edits-cpu-round8"),
 ):
     FIGURES[f"grid_{_tag}"] = lambda f=_file: bench_concurrency.markdown(load(f))
     FIGURES[f"gaps_{_tag}"] = lambda f=_file: bench_concurrency.policy_gaps(load(f))
 
 
 FIGURES["step_rows_table"] = lambda: step_rows.markdown(load("step-rows-cpu"))
+FIGURES["phases_table"] = lambda: batch_phases.markdown(load("batch-phases-cpu"))
+FIGURES["phases_edits_table"] = lambda: batch_phases.markdown(load("batch-phases-edits-cpu"))
 
 
 def value(name: str) -> str:
