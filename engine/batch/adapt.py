@@ -14,10 +14,9 @@ counts), r_i(j) the measured share of steps that drafted at least j tokens when 
 (prompt lookup drafts nothing without a match, the draft model stops where its own q is unsure:
 ``confidence``; a capped row drafts the cap, its method's own auto k does not choose again under
 it: ``rows.Row.spec_for``), c_i its measured propose cost per drafted token, and T the forward
-cost. Per depth, because prompt
-lookup's acceptance is bursty (a copy is right for many tokens or wrong at once: a_i(1) is its
-lowest), which the i.i.d. alpha of Leviathan et al. undervalues, capping lookup's long copies
-(round four in docs/batching.md). A depth never measured takes the deepest measured depth's
+cost. Per depth, because prompt lookup's acceptance is bursty (a copy is right for many tokens or
+wrong at once: a_i(1) is its lowest), which the i.i.d. alpha of Leviathan et al. undervalues,
+capping lookup's long copies (round four in docs/batching.md). A depth never measured takes the deepest measured depth's
 figures (the prior ``PRIOR_ALPHA`` and r = 1 before any). T is the EWMA measured
 at (rows, q) when there is one, else a least-squares line in rows * q through what was measured.
 k = 0 is always a candidate and its estimate comes from the same table, so the policy picks
