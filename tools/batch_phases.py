@@ -31,10 +31,9 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from app.args import DEFAULT_PROMPTS
-from engine.backend import Request
 from engine.config import GenerateSpec
 from tools.bench import load_prompts
-from tools.closed_loop import closed_loop
+from tools.bench_concurrency import _cell
 from tools.results import write_results
 
 PARTS = ("score", "fold", "prefill", "propose", "finish")
@@ -63,14 +62,11 @@ def timed(obj, name: str, key: str, acc: dict):
 
 
 def _round(backend, ids: list[list[int]], spec: GenerateSpec, c: int) -> tuple[dict, list]:
+    """One closed-loop round (the concurrency bench's own cell, ``bench_concurrency._cell``) with
+    the model thread's parts timed."""
     from engine.batch.rows import Row
 
     acc: dict[str, float] = defaultdict(float)
-    out: list = [None] * len(ids)
-
-    def job(i: int) -> None:
-        out[i] = [t for ev in backend.submit(Request(ids[i], spec)) for t in ev.token_ids]
-
     t = backend._target
     with (
         timed(t, "score", "score", acc),
@@ -80,14 +76,14 @@ def _round(backend, ids: list[list[int]], spec: GenerateSpec, c: int) -> tuple[d
         timed(Row, "finish", "finish", acc),
     ):
         steps0 = backend.steps
-        wall = closed_loop(len(ids), c, job)
-    tokens = sum(map(len, out))
+        bench, out = _cell(backend, ids, spec, c)
+    tokens, wall = bench["tokens"], bench["wall_s"]
     forwards = acc["score"] + acc["fold"] + acc["prefill"]
     cell = {
         "c": c,
         "tokens": tokens,
         "wall_s": wall,
-        "tok_s": tokens / wall,
+        "tok_s": bench["tok_s"],
         "steps": backend.steps - steps0,
         **{f"{k}_s": acc[k] for k in PARTS},
         "rest_s": wall - sum(acc[k] for k in PARTS),

@@ -168,12 +168,12 @@ class Row:
             return Context(self.tokens, self.spec_for(cap), budget, cap, self.gen, hidden, self.target_ms, self.corpus)
         return None
 
-    def spec_for(self, cap: int | None) -> GenerateSpec:
+    def spec_for(self, cap: int) -> GenerateSpec:
         """The spec the proposer sees: a chain row with k "auto" under the load policy's cap drafts
         that k (``dataclasses.replace``: the proposer's own auto k does not choose again under
         it, which kept the policy from ever measuring deep drafts: round eight in docs/batching.md);
         otherwise the request's own."""
-        if self.k_cap is None or cap is None or self.spec.k != "auto" or self.spec.method not in ADAPTIVE:
+        if self.k_cap is None or self.spec.k != "auto" or self.spec.method not in ADAPTIVE:
             return self.spec
         if cap not in self._capped:
             self._capped[cap] = replace(self.spec, k=cap)
@@ -197,16 +197,14 @@ class Row:
         ctx = self.context(hidden, context)
         return self.drafted(Draft.empty(), asked=False) if ctx is None else self.drafted(self.proposer.propose(ctx))
 
-    def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int, p=None) -> StepEvent:
-        """Verify, commit and build the event; ``p``: this row's probabilities when the step
-        computed them for all rows at once (``row_probs``), else from ``logits`` here."""
+    def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int, p) -> StepEvent:
+        """Verify ``p`` (this row's probabilities, ``row_probs``), commit and build the event; a
+        healing row (no ``p``) draws from its ``logits`` (``finish_heal``)."""
         if self.trie is not None:
             return self.finish_heal(engine, target, logits, score_ms, rows)
         t2 = time.perf_counter()
-        sp, draft = self.spec.sampling, self.draft
+        draft = self.draft
         self.target_ms = score_ms if self.target_ms is None else 0.8 * self.target_ms + 0.2 * score_ms
-        if p is None:
-            p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)
         verdict = verify(draft, p, self.gen)
         target.commit(self.slot, verdict.path)
         room = self.spec.max_new_tokens - self.produced
