@@ -8,7 +8,9 @@ tokens/s (all tokens / wall time), per-request p50/p95 time to first token and t
 ``identical`` (every request's tokens equal its solo greedy run through the single-request loop,
 which is also the row ``local`` at c = 1: today's one-at-a-time path, measured in every round of
 the first level beside that level's cells, the median kept, so the ratios against it are not one
-fast or slow minute's; its first, untimed run gives the reference tokens). Rows ``load`` repeat every
+fast or slow minute's; each such run starts without the prompts the single-request path keeps
+warm, ``engine/prefixes.py``, as the batch has none; its first, untimed run gives the reference
+tokens). Rows ``load`` repeat every
 speculative method on a second backend with the load policy (``adaptive=True``, engine/batch/adapt.py:
 a draft cap for draft and lookup, tree or plain step for medusa and eagle),
 each cell right after the same method's fixed-k cell at that level, so the host's drift hits both alike.
@@ -33,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 
+from engine import prefixes
 from engine.backend import Request
 from engine.batch.adapt import ADAPTIVE, TREES
 from engine.config import GenerateSpec
@@ -138,6 +141,7 @@ def run_concurrency(
         runs: dict = {cell: [] for cell in cells}
         for _ in range(repeats):  # every cell once per round: a slow minute lands in one round of each
             if c == levels[0]:  # the single-request path in every round of the first level, beside its cells
+                prefixes.forget(engine.target)  # kept prompts (engine/prefixes.py) would skip prefills
                 local_runs.append(_cell(local, ids, spec_of["none"], 1))
                 print(f"  c=1   local       {local_runs[-1][0]['tok_s']:7.1f} tok/s", file=sys.stderr)
             for kind, m in cells:
