@@ -14,11 +14,11 @@ export SPECDEC_VLLM_EXTRA="--gpu-memory-utilization 0.30"
 start=$(date +%s)
 timeout 300 python -m pytest tests/test_vllm.py tests/test_vllm_frontends.py -q -x -p no:cacheprovider 2>&1 | tee "$out/tests.txt"
 port=8207
-python -m app.cli vllm serve --gpu --method eagle --port "$port" --log "$out/vllm-eagle.log" \
+python -m specdec vllm serve --gpu --method eagle --port "$port" --log "$out/vllm-eagle.log" \
   --extra --gpu-memory-utilization 0.30 > "$out/serve.txt" 2>&1 &
 serve=$!
 trap 'kill -INT "$serve" 2>/dev/null || true; wait "$serve" 2>/dev/null || true' EXIT
 for _ in $(seq 300); do grep -q "serving model" "$out/serve.txt" && break; sleep 1; done
-timeout 180 python -m app.cli bench --backend "http://127.0.0.1:$port/v1" --limit 16 --max-new-tokens 128 \
+timeout 180 python -m specdec bench --backend "http://127.0.0.1:$port/v1" --limit 16 --max-new-tokens 128 \
   --concurrency 8 --json "$out/bench-eagle.json" 2>&1 | tee "$out/bench.txt"
 echo "gpu-check: $(($(date +%s) - start)) s; results in $out/"

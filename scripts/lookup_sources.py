@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 
-from engine.seq import match_start  # the engine's own n-gram rule, so the recount cannot drift from it
+from specdec.core.seq import match_start  # the engine's own n-gram rule, so the recount cannot drift from it
 
 
 def main() -> None:
-    from engine.config import GenerateSpec
-    from engine.session import Engine
-    from tools.bench import load_prompts
+    from specdec.bench.run import load_prompts
+    from specdec.core.config import GenerateSpec
+    from specdec.engine.session import Engine
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("prompts")

@@ -13,24 +13,24 @@ import tempfile
 import pytest
 import torch
 
-from engine.loading import ASSETS, DEFAULT_DRAFT, DEFAULT_TARGET
+from specdec.models.loading import ASSETS, DEFAULT_DRAFT, DEFAULT_TARGET
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-# calibration caches its timings per machine (engine/calibrate.py): the suite keeps its own, fresh
+# calibration caches its timings per machine (specdec/fast/calibrate.py): the suite keeps its own, fresh
 os.environ.setdefault("SPECDEC_CACHE", tempfile.mkdtemp(prefix="specdec-test-cache-"))
 
 
 @pytest.fixture(scope="session")
 def engine():
-    from engine.session import Engine
+    from specdec.engine.session import Engine
 
-    return Engine.load(DEFAULT_TARGET, DEFAULT_DRAFT)
+    return Engine.load(DEFAULT_TARGET, DEFAULT_DRAFT, calibration="auto")  # as the CLI loads it
 
 
 @pytest.fixture(scope="session")
 def backend(engine):
     """The in-process backend over the session's engine (the demo's tests share it)."""
-    from engine.local import LocalBackend
+    from specdec.serving.local import LocalBackend
 
     b = LocalBackend(engine)
     yield b

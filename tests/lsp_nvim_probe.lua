@@ -12,7 +12,7 @@ end
 
 local client_id = vim.lsp.start_client({
   name = "specdec",
-  cmd = { os.getenv("SPECDEC_PYTHON"), "-m", "app.cli", "lsp" },
+  cmd = { os.getenv("SPECDEC_PYTHON"), "-m", "specdec", "lsp" },
   root_dir = vim.fn.getcwd(),
   init_options = { max_new_tokens = 16, stop = os.getenv("SPECDEC_STOP") or "line" },
 })

@@ -1,7 +1,7 @@
 """Fixed k per method for tests that compare seeded samples between two runs.
 
 Why: with ``k = "auto"`` the draft model's cap, prompt lookup's length and Medusa/EAGLE's
-plain-step fallback follow measured timings (engine/proposers/draft.py, lookup_k.py, fallback.py),
+plain-step fallback follow measured timings (specdec/proposers/draft.py, lookup_k.py, fallback.py),
 so which random numbers a request draws, and so its seeded samples, depend on the machine's speed
 at that moment. Greedy tokens never do. A fixed k makes seeded runs reproducible (lookup's 8 is
 what its auto meant before it adapted).

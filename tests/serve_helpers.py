@@ -12,9 +12,9 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-from app.ws_protocol import Limits
-from app.ws_server import ServerConfig, StreamServer
-from engine.local import LocalBackend
+from specdec.server.ws_protocol import Limits
+from specdec.server.ws_server import ServerConfig, StreamServer
+from specdec.serving.local import LocalBackend
 
 TOKEN = "s3cret-token"
 GOOD_ORIGIN = "http://good.example"

@@ -13,11 +13,11 @@ import pytest
 import torch
 import transformers as T
 
-from engine import calibrate as C
-from engine import packed as P
-from engine.config import GenerateSpec, SamplingParams
-from engine.loading import DEFAULT_TARGET, load_models
-from engine.session import Engine
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.engine.session import Engine
+from specdec.fast import calibrate as C
+from specdec.models import packed as P
+from specdec.models.loading import DEFAULT_TARGET, load_models
 
 V = 4096  # the shipped tokenizer's vocabulary
 COMMON = dict(vocab_size=V, bos_token_id=1, eos_token_id=2, pad_token_id=0)
@@ -116,7 +116,7 @@ def _check(engine, target, n=40):
 @pytest.mark.parametrize("arch", list(ARCHS))
 def test_every_method_gives_transformers_greedy_tokens(pairs, arch) -> None:
     tok, target, draft = load_models(pairs[arch] / "target", pairs[arch] / "draft")
-    engine = Engine(tok, target, draft, heads_dir=None, calibration="off")
+    engine = Engine(tok, target, draft, heads_dir=None)
     assert set(METHODS) <= set(engine.methods)
     assert ("lean" in engine.proposers["draft"].paths) == (arch == "llama")  # lean: plain Llama only
     _check(engine, target)
@@ -125,6 +125,6 @@ def test_every_method_gives_transformers_greedy_tokens(pairs, arch) -> None:
 def test_bfloat16_weights_on_the_cpu(pairs) -> None:
     tok, target, draft = load_models(pairs["llama"] / "target", pairs["llama"] / "draft", dtype="bfloat16")
     assert next(target.parameters()).dtype == torch.bfloat16
-    engine = Engine(tok, target, draft, calibration="off")
+    engine = Engine(tok, target, draft)
     assert engine.target.packed == 0 and C._shapes(engine) == set()  # oneDNN packing is float32 only
     _check(engine, target, n=24)

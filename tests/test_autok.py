@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.proposers.draft import AcceptanceTracker
-from engine.theory import best_k
+from specdec.core.theory import best_k
+from specdec.proposers.draft import AcceptanceTracker
 
 
 def test_tracker_infers_acceptance_from_committed_tokens():
@@ -40,7 +40,7 @@ def test_alpha_drives_k():
 
 
 def test_auto_k_chooses_a_plain_step_when_drafting_does_not_pay():
-    from engine.proposers.draft import PROBE_EVERY, choose_k
+    from specdec.proposers.draft import PROBE_EVERY, choose_k
 
     assert choose_k(0.9, 0.05, 8) >= 5  # a good cheap draft drafts long
     assert choose_k(0.2, 0.5, 8) == 0  # alpha below the break-even c: plain decoding
@@ -54,7 +54,7 @@ def test_auto_k_chooses_a_plain_step_when_drafting_does_not_pay():
 def test_a_new_request_starts_its_own_run_of_plain_steps():
     from types import SimpleNamespace
 
-    from engine.proposers.draft import DraftModel
+    from specdec.proposers.draft import DraftModel
 
     prop = DraftModel.__new__(DraftModel)  # the k decision only: no model is run for plain steps
     prop.tracker, prop.step_ms, prop.verify_cost = AcceptanceTracker(), 1.0, 0.1
@@ -74,7 +74,7 @@ def test_a_new_request_starts_its_own_run_of_plain_steps():
 
 
 def test_engine_counts_auto_plain_steps_and_keeps_the_tokens(engine, prompts):
-    from engine.config import GenerateSpec, SamplingParams
+    from specdec.core.config import GenerateSpec, SamplingParams
 
     p = engine.proposers["draft"]
     spec = lambda m, k="auto": GenerateSpec(method=m, k=k, max_new_tokens=40, sampling=SamplingParams(temperature=0.0))

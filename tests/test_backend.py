@@ -1,4 +1,4 @@
-"""The Backend seam (engine/backend.py) through its in-process implementation (engine/local.py), over
+"""The Backend seam (specdec/serving/backend.py) through its in-process implementation (specdec/serving/local.py), over
 a fake engine (pure thread logic) and over the shipped models: queue order, busy, cancel while
 queued and while running, errors, shutdown, async iteration, and exact tokens."""
 
@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from engine.backend import Busy, Request, ShuttingDown
-from engine.config import ConfigError, GenerateSpec
-from engine.events import Piece, Stats, StepEvent
-from engine.local import LocalBackend
+from specdec.core.config import ConfigError, GenerateSpec
+from specdec.core.events import Piece, Stats, StepEvent
+from specdec.serving.backend import Busy, Request, ShuttingDown
+from specdec.serving.local import LocalBackend
 
 SPEC = GenerateSpec(method="none", max_new_tokens=8)
 
@@ -149,7 +149,7 @@ def test_the_shipped_models_through_the_backend_are_exact(engine, backend, promp
 
 
 def test_an_engine_decodes_one_stream_at_a_time(engine):
-    from engine.session import EngineBusy
+    from specdec.engine.session import EngineBusy
 
     first = engine.stream("def f(x):\n", SPEC)
     next(first)
@@ -160,7 +160,7 @@ def test_an_engine_decodes_one_stream_at_a_time(engine):
 
 
 def test_another_thread_cannot_start_a_stream_while_one_runs(engine):
-    from engine.session import EngineBusy
+    from specdec.engine.session import EngineBusy
 
     first = engine.stream("def f(x):\n", SPEC)
     next(first)

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from engine.backend import Busy, Request
-from engine.batch import BatchBackend
-from engine.config import GenerateSpec, SamplingParams
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.serving.backend import Busy, Request
+from specdec.serving.batch import BatchBackend
 from tests.seeded import fixed_k
 
 MIXED = ("none", "lookup", "draft", "medusa", "eagle", "none", "lookup", "draft")
@@ -158,7 +158,7 @@ def test_500_requests_with_random_cancels_leave_no_leaks(batch, prompts):
 def test_batch_rows_count_auto_plain_steps_as_solo(engine, prompts, monkeypatch):
     """A batched row whose auto k chooses a plain step counts it in ``Stats.auto_plain`` (as the
     single-request loop does); an explicit k never does."""
-    from engine.proposers import lookup_k
+    from specdec.proposers import lookup_k
 
     monkeypatch.setattr(lookup_k, "step_costs", lambda by_size, cap: [1.0] + [50.0] * cap)  # drafting never pays
     want = [engine.generate(p, _spec("none", 32)).tokens for p in prompts[1:3]]

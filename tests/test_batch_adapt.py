@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from engine.backend import Request
-from engine.batch import BatchBackend
-from engine.batch.adapt import LoadPolicy, expected_tokens_by_depth
-from engine.config import GenerateSpec
-from engine.theory import expected_tokens
+from specdec.core.config import GenerateSpec
+from specdec.core.theory import expected_tokens
+from specdec.serving.backend import Request
+from specdec.serving.batch import BatchBackend
+from specdec.serving.batch.adapt import LoadPolicy, expected_tokens_by_depth
 
 
 def test_expected_tokens_is_the_geometric_run():
@@ -144,7 +144,7 @@ def test_the_policy_probes_plain_steps_too():
 def test_a_batch_of_one_keeps_its_methods_own_k():
     from types import SimpleNamespace
 
-    from engine.batch.adapt import cap_rows
+    from specdec.serving.batch.adapt import cap_rows
 
     def row(method):
         return SimpleNamespace(spec=SimpleNamespace(k="auto", method=method), k_cap=3)
@@ -163,7 +163,7 @@ def test_a_batch_of_one_keeps_its_methods_own_k():
 def test_tree_rows_draft_until_plain_steps_measure_faster_then_only_probe():
     from types import SimpleNamespace
 
-    from engine.batch.adapt import EXPLORE, cap_rows
+    from specdec.serving.batch.adapt import EXPLORE, cap_rows
 
     def row(method, k="auto"):
         return SimpleNamespace(spec=SimpleNamespace(k=k, method=method), k_cap=None)

@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from app.batch_args import check_batch_args, make_backend
-from app.cli import build_parser
-from engine.config import ConfigError
+from specdec.cli.batch_args import check_batch_args, make_backend
+from specdec.cli.main import build_parser
+from specdec.core.config import ConfigError
 
 
 @pytest.mark.parametrize("cmd", ["serve", "demo", "lsp"])
@@ -26,8 +26,8 @@ def test_bad_values_are_clear_errors():
 
 
 def test_batch_of_one_is_the_local_backend_and_more_is_the_batch(engine):
-    from engine.batch import BatchBackend
-    from engine.local import LocalBackend
+    from specdec.serving.batch import BatchBackend
+    from specdec.serving.local import LocalBackend
 
     one = make_backend(argparse.Namespace(max_batch=1, kv_tokens=None), engine)
     many = make_backend(argparse.Namespace(max_batch=3, kv_tokens=None), engine)
@@ -42,7 +42,8 @@ def test_batch_of_one_is_the_local_backend_and_more_is_the_batch(engine):
 
 
 def test_the_concurrency_bench_runs_and_checks_identity(engine, prompts):
-    from tools.bench_concurrency import chart, markdown, run_concurrency, table
+    from specdec.bench.concurrency import markdown, run_concurrency, table
+    from specdec.figures.concurrency import chart
 
     result = run_concurrency(engine, prompts[:3], [1, 2], ["none", "lookup"], 4, hf=False)
     rows = {(r["row"], r["method"], r["c"]) for r in result["rows"]}

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import torch
 
-from engine.backend import Request
-from engine.batch import BatchBackend
-from engine.batch.ragged import RaggedLlama
-from engine.config import GenerateSpec, SamplingParams
-from engine.lean import LeanLlama
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.models.lean import LeanLlama
+from specdec.models.ragged import RaggedLlama
+from specdec.serving.backend import Request
+from specdec.serving.batch import BatchBackend
 from tests.seeded import fixed_k
 
 

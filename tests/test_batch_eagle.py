@@ -1,4 +1,4 @@
-"""EAGLE rows batched (engine/batch/eagle.py) on the shipped models: every EAGLE row of a step in
+"""EAGLE rows batched (specdec/proposers/eagle/batch.py) on the shipped models: every EAGLE row of a step in
 ONE layer forward per tree level, each row's tree equal to the solo proposer's tree for the same
 committed text and hidden states, and each request's tokens and seeded samples equal to its solo run.
 """
@@ -9,9 +9,9 @@ import copy
 
 import torch
 
-from engine.backend import Request
-from engine.batch import BatchBackend
-from engine.config import GenerateSpec, SamplingParams
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.serving.backend import Request
+from specdec.serving.batch import BatchBackend
 from tests.seeded import fixed_k
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine import healing
-from engine.backend import Request
-from engine.batch import BatchBackend
-from engine.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.core import healing
+from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.serving.backend import Request
+from specdec.serving.batch import BatchBackend
 from tests.seeded import fixed_k
 
 

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 @pytest_lsp.fixture(
     scope="module",
-    config=ClientServerConfig(server_command=[sys.executable, "-m", "app.cli", "lsp", "--max-batch", "2"]),
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "specdec", "lsp", "--max-batch", "2"]),
 )
 async def client(lsp_client: LanguageClient):
     await lsp_client.initialize_session(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.batch.rows import Row
-from engine.batch.target import BatchTarget
-from tools import batch_phases
-from tools.bench import load_prompts
+from experiments import batch_phases
+from specdec.bench.run import load_prompts
+from specdec.models.batch_target import BatchTarget
+from specdec.serving.batch.rows import Row
 
 
 def test_parts_fit_inside_the_wall_and_the_methods_come_back(engine):

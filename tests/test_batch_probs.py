@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import torch
 
-from engine.batch.rows import row_probs
-from engine.config import SamplingParams
-from engine.sampling import to_probs
+from specdec.core.config import SamplingParams
+from specdec.core.sampling import to_probs
+from specdec.serving.batch.rows import row_probs
 
 
 def _row(slot: int, sampling: SamplingParams, trie=None):

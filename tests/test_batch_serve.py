@@ -11,9 +11,9 @@ import time
 import pytest
 from websockets.asyncio.client import connect as aconnect
 
-from app.ws_protocol import Limits
-from app.ws_server import ServerConfig, StreamServer
-from engine.batch import BatchBackend
+from specdec.server.ws_protocol import Limits
+from specdec.server.ws_server import ServerConfig, StreamServer
+from specdec.serving.batch import BatchBackend
 from tests.seeded import fixed_k
 from tests.serve_helpers import GOOD_ORIGIN, TIMEOUT_S, TOKEN, ServerThread, check_stream
 from tests.test_serve import solo

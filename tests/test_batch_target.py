@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.batch.target import BatchTarget
-from engine.target import Target
-from engine.tree import Draft
+from specdec.core.tree import Draft
+from specdec.models.batch_target import BatchTarget
+from specdec.models.target import Target
 
 ATOL = 1e-4
 

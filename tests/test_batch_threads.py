@@ -1,11 +1,11 @@
-"""The batch's thread plan (engine/batch/threads.py): pure logic, with made-up forward times."""
+"""The batch's thread plan (specdec/fast/threads.py): pure logic, with made-up forward times."""
 
 from __future__ import annotations
 
 import torch
 
-from engine.batch import threads as T
-from engine.batch.threads import ThreadPlan, bucket, key
+from specdec.fast import threads as T
+from specdec.fast.threads import ThreadPlan, bucket, key
 
 
 def _run(plan: ThreadPlan, tokens: int, ms_of: dict[int, float], n: int, rows: int = 1) -> list[int]:
@@ -66,7 +66,7 @@ def test_a_fixed_plan_is_a_table():
 
 def test_rows_and_tokens_learn_apart():
     """8 rows of one token and one row's chain of 8 tokens read different bytes
-    (tools/step_rows.py): each bucket keeps its own choice."""
+    (experiments/step_rows.py): each bucket keeps its own choice."""
     before = torch.get_num_threads()
     try:
         plan = ThreadPlan.learn(solo=1, counts=[1, 2])

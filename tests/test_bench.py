@@ -1,6 +1,6 @@
-"""tools.bench: the harness on real models (tiny workload), prompt-file errors, CLI parsing.
+"""specdec.bench.run: the harness on real models (tiny workload), prompt-file errors, CLI parsing.
 
-The models are the loader's defaults (``engine.loading.DEFAULT_TARGET`` / ``DEFAULT_DRAFT``, i.e.
+The models are the loader's defaults (``specdec.models.loading.DEFAULT_TARGET`` / ``DEFAULT_DRAFT``, i.e.
 ``$SPECDEC_ASSETS/target`` and ``/draft``, the shipped ``assets/`` when unset); the model tests
 skip, saying why, only when those folders do not exist. While the shipped models are being
 trained, run them against a snapshot: ``SPECDEC_ASSETS=.cache/specdec-train/snapshot pytest``.
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from engine.config import ConfigError
-from tools.bench import PromptFileError, Row, load_prompts, make_rows
+from specdec.bench.run import PromptFileError, Row, load_prompts, make_rows
+from specdec.core.config import ConfigError
 
 PROMPTS = ["def fibonacci(n):\n    ", "import os\nimport sys\n\n\ndef main(argv):\n    "]
 ROW_KEYS = {
@@ -39,7 +39,7 @@ HF_KEYS = {"tokens_per_s", "tokens_per_s_median", "speedup", "identical", "n_pro
 
 
 def _model_dirs():
-    from engine.loading import DEFAULT_DRAFT, DEFAULT_TARGET
+    from specdec.models.loading import DEFAULT_DRAFT, DEFAULT_TARGET
 
     missing = [str(d) for d in (DEFAULT_TARGET, DEFAULT_DRAFT) if not (d / "config.json").exists()]
     if missing:
@@ -52,8 +52,8 @@ def _model_dirs():
 
 @pytest.fixture(scope="module")
 def engine():
-    from engine.loading import ModelLoadError
-    from engine.session import Engine
+    from specdec.engine.session import Engine
+    from specdec.models.loading import ModelLoadError
 
     target, draft = _model_dirs()
     try:
@@ -70,8 +70,8 @@ def _write(tmp_path, lines: list[str]):
 
 
 def test_run_bench_all_rows_exact_and_complete(engine, tmp_path) -> None:
-    from tools.bench import run_bench
-    from tools.bench_table import format_table
+    from specdec.bench.run import run_bench
+    from specdec.bench.table import format_table
 
     path = _write(tmp_path, [json.dumps({"prompt": p, "source": "x"}) for p in PROMPTS])
     prompts = load_prompts(path)
@@ -141,7 +141,7 @@ def test_prompt_file_errors(tmp_path) -> None:
 
 
 def test_cli_parsing_and_errors(tmp_path, capsys) -> None:
-    from app.cli import build_parser, main
+    from specdec.cli.main import build_parser, main
 
     args = build_parser().parse_args(["bench", "--methods", "none,lookup", "--k", "1,auto", "--compare-hf"])
     assert args.methods == ["none", "lookup"] and args.k == [1, "auto"] and args.compare_hf
@@ -155,7 +155,7 @@ def test_cli_parsing_and_errors(tmp_path, capsys) -> None:
 
 
 def test_cli_end_to_end_json(engine, tmp_path, capsys) -> None:
-    from app.cli import main
+    from specdec.cli.main import main
 
     path = _write(tmp_path, [json.dumps({"prompt": PROMPTS[0]})])
     out = tmp_path / "out" / "bench.json"

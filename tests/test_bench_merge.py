@@ -1,4 +1,4 @@
-"""tools/bench_merge.py: slices of a bench run merge into the figures one run over all the prompts
+"""specdec/bench/merge.py: slices of a bench run merge into the figures one run over all the prompts
 would report (sums, aggregate tokens/s, every speedup, tau and alpha from their counts)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tools import bench_merge as BM
+from specdec.bench import merge as BM
 
 
 def _row(tokens, seconds, identical, n, tau=None, alpha=None, k_mean=None, plain=0):
@@ -84,7 +84,7 @@ def _grid(levels: list[int], local: float) -> dict:
 
 
 def test_one_merge_command_serves_concurrency_grids_too(tmp_path):
-    """``python -m tools.bench_merge`` merges ``--concurrency`` grids split by levels (the first
+    """``python -m specdec.bench.merge`` merges ``--concurrency`` grids split by levels (the first
     slice's local row is the baseline, every slice's local figure kept) and writes the chart."""
     a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "m.json"
     a.write_text(json.dumps(_grid([1], 5.0)))

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from app.cli import main
-from app.openai_api import OpenAIServer
-from app.ws_protocol import Limits
+from specdec.cli.main import main
+from specdec.server.openai_api import OpenAIServer
+from specdec.server.ws_protocol import Limits
 
 
 @pytest.fixture(scope="module")

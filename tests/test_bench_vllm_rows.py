@@ -1,4 +1,4 @@
-"""vLLM's rows of the concurrency bench (tools/bench_vllm_rows.py) on the real vLLM server: every
+"""vLLM's rows of the concurrency bench (specdec/bench/vllm_rows.py) on the real vLLM server: every
 request's greedy tokens equal the engine's solo run, and the table, chart and Teach view show the
 row. Runs on the "none" server of vllm_helpers.Servers (kept for tests/test_vllm.py's first case)."""
 
@@ -7,15 +7,16 @@ from __future__ import annotations
 import pytest
 from vllm_helpers import vllm_servers  # noqa: F401 - the fixture
 
-from engine.config import GenerateSpec
+from specdec.core.config import GenerateSpec
 
 pytestmark = pytest.mark.slow
 
 
 def test_vllm_rows_check_identity_and_show_in_the_table(vllm_servers, engine, prompts):  # noqa: F811
-    from app.demo_concurrency import stops_paying
-    from tools.bench_concurrency import chart, markdown
-    from tools.bench_vllm_rows import vllm_cells
+    from specdec.bench.concurrency import markdown
+    from specdec.bench.vllm_rows import vllm_cells
+    from specdec.demo.concurrency import stops_paying
+    from specdec.figures.concurrency import chart
 
     ids = [engine.encode(p) for p in sorted(prompts, key=len)[:3]]
     ref = [engine.generate(i, GenerateSpec(method="none", max_new_tokens=6)).tokens for i in ids]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.target import Target
-from engine.tree import Draft
+from specdec.core.tree import Draft
+from specdec.models.target import Target
 
 
 def fresh_logits(model, ids: list[int]) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""engine/calibrate.py: the decisions on injected timings (no timing is asserted), the cache's
+"""specdec/fast/calibrate.py: the decisions on injected timings (no timing is asserted), the cache's
 round trip and its invalidation by a torch or shape change, and forced paths giving the same
 tokens."""
 
@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from engine import calibrate as C
-from engine import packed as P
-from engine.config import GenerateSpec, SamplingParams
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.fast import calibrate as C
+from specdec.models import packed as P
 
 
 def _lin(stock, packed):
@@ -57,7 +57,7 @@ def test_a_cache_taken_in_another_machine_state_is_stale_either_way() -> None:
 
 
 def test_calibrate_measures_again_when_the_cache_was_taken_under_load(engine, tmp_path, monkeypatch) -> None:
-    from engine import calibrate_time
+    from specdec.fast import calibrate_time
 
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     first = C.calibrate(engine, "recalibrate")
@@ -89,7 +89,7 @@ def test_cache_round_trip_and_invalidation(tmp_path, monkeypatch) -> None:
 
 
 def test_calibrate_caches_and_a_torch_change_measures_again(engine, tmp_path, monkeypatch) -> None:
-    from engine import calibrate_time
+    from specdec.fast import calibrate_time
 
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     # the machine's state is held still here (the staleness test above varies it)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from app.cli import main
-from engine.loading import DEFAULT_TARGET
+from specdec.cli.main import main
+from specdec.models.loading import DEFAULT_TARGET
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -21,7 +21,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.mark.slow
 def test_generate_json_matches_the_engine(capsys, engine):
-    from engine.config import GenerateSpec
+    from specdec.core.config import GenerateSpec
 
     code, out, _ = run(capsys, "generate", "def add(a, b):\n", "--method", "lookup", "--max-new-tokens", "12", "--json")
     assert code == 0
@@ -75,7 +75,7 @@ def test_a_prompt_longer_than_the_context_is_a_clear_error(capsys):
 def test_a_draft_with_another_tokenizer_is_refused(tmp_path, capsys):
     import shutil
 
-    from tools.training.tokenizer import train_tokenizer
+    from specdec.training.tokenizer import train_tokenizer
 
     other = tmp_path / "draft"
     shutil.copytree(DEFAULT_TARGET, other)
@@ -87,11 +87,11 @@ def test_a_draft_with_another_tokenizer_is_refused(tmp_path, capsys):
 
 
 def test_help_teaches_and_loads_no_torch():
-    probe = "import sys; from app.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    probe = "import sys; from specdec.cli.main import build_parser; build_parser(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     helptext = subprocess.run(
-        [sys.executable, "-m", "app.cli", "generate", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "specdec", "generate", "--help"], capture_output=True, text=True
     ).stdout
     assert "--method" in helptext and "auto" in helptext and "greedy" in helptext
 
@@ -102,7 +102,7 @@ def test_the_installed_console_script_works_from_any_folder(tmp_path):
     registry method with its description."""
     import shutil
 
-    from engine.methods import METHODS
+    from specdec.core.methods import METHODS
 
     exe = shutil.which("specdec")
     assert exe, "the specdec console script is not installed (pip install -e .)"

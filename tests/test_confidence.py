@@ -1,5 +1,5 @@
-"""The target's log-probability of each emitted token (engine/confidence.py) and the confidence
-filter built on it (lsp/quiet.py): rows read at the right place, the same figure for every
+"""The target's log-probability of each emitted token (specdec/core/confidence.py) and the confidence
+filter built on it (specdec/lsp/quiet.py): rows read at the right place, the same figure for every
 method, and the filter's rule."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
-from engine.confidence import emitted_logp
-from engine.config import GenerateSpec
-from engine.tree import Draft
-from lsp.completion import Options, OptionsError
-from lsp.quiet import confidence, unsure
+from specdec.core.confidence import emitted_logp
+from specdec.core.config import GenerateSpec
+from specdec.core.tree import Draft
+from specdec.lsp.completion import Options, OptionsError
+from specdec.lsp.quiet import confidence, unsure
 
 
 def test_each_token_is_read_at_its_parents_row():

@@ -1,12 +1,12 @@
-"""tools/contention.py: the bench's busy competitor starts, runs, stops on exit, and ends itself
+"""specdec/bench/contention.py: the bench's busy competitor starts, runs, stops on exit, and ends itself
 after its limit (so a killed bench never leaves it spinning). No timing is asserted."""
 
 from __future__ import annotations
 
 import time
 
-from tools.bench_args import add_bench_parser
-from tools.contention import busy, running
+from specdec.bench.contention import busy, running
+from specdec.cli.bench_args import add_bench_parser
 
 
 def test_busy_runs_inside_the_block_and_stops_after() -> None:

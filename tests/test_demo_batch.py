@@ -12,10 +12,10 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 gr = pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 
-from app.demo import launch_demo  # noqa: E402
-from app.demo_render import Transcript, batch_note, transcript_html  # noqa: E402
-from engine.batch import BatchBackend  # noqa: E402
-from engine.config import GenerateSpec  # noqa: E402
+from specdec.core.config import GenerateSpec  # noqa: E402
+from specdec.demo.layout import launch_demo  # noqa: E402
+from specdec.demo.render import Transcript, batch_note, transcript_html  # noqa: E402
+from specdec.serving.batch import BatchBackend  # noqa: E402
 from tests.demo_helpers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def test_two_users_share_the_batch(engine):
 
 def test_batch_events_carry_batch_not_a_verifier_record(engine):
     """BatchStepEvent's ``batch`` is a keyword field after StepEvent's own (``verifier``)."""
-    from engine.backend import Request
+    from specdec.serving.backend import Request
 
     backend = BatchBackend(engine, max_batch=2, max_queue=4)
     try:

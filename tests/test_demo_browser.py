@@ -17,8 +17,8 @@ import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
-from app.demo import launch_demo  # noqa: E402
-from engine.config import GenerateSpec  # noqa: E402
+from specdec.core.config import GenerateSpec  # noqa: E402
+from specdec.demo.layout import launch_demo  # noqa: E402
 from tests.demo_helpers import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -60,7 +60,7 @@ def test_run_a_prompt_in_chromium(page_url, engine, tmp_path):
             kinds = page.eval_on_selector_all("#sd-tokens span.sd-tok", "els => els.map(e => e.dataset.kind)")
             assert {"accepted", "bonus"} <= set(kinds)
             assert sum(k != "rejected" for k in kinds) == 64  # the slider value reached the engine
-            # the page appends each update's new spans (app/demo_stream.py): what it shows is the
+            # the page appends each update's new spans (specdec/demo/stream.py): what it shows is the
             # greedy text, every token once, in order
             infos = page.eval_on_selector_all(
                 "#sd-tokens span.sd-tok:not([data-kind=rejected])", "els => els.map(e => e.dataset.info)"

@@ -1,7 +1,7 @@
-"""The Generate view's stream value and inline SVG charts (app/demo_stream.py, app/demo_charts.py):
+"""The Generate view's stream value and inline SVG charts (specdec/demo/stream.py, specdec/demo/charts.py):
 pure functions on hand-made step events. The page's script appends only what a value adds to the
 one before it, so the stream's body must only ever grow within one run; the charts must count what
-the tested statistics (app/demo_stats.py) count."""
+the tested statistics (specdec/demo/stats.py) count."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from app import demo_charts as C
-from app import demo_render as R
-from app import demo_stats as S
-from app import demo_stream as ST
-from engine.events import Piece, Stats
+from specdec.core.events import Piece, Stats
+from specdec.demo import charts as C
+from specdec.demo import render as R
+from specdec.demo import stats as S
+from specdec.demo import stream as ST
 from tests.test_demo_render import _event, _steps
 
 

@@ -16,7 +16,7 @@ import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
-from app.demo import launch_demo  # noqa: E402
+from specdec.demo.layout import launch_demo  # noqa: E402
 from tests.demo_helpers import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -204,8 +204,8 @@ def test_step_through_shows_p_q_u_and_the_residual_of_the_step_event(browser, pa
     """Deliverable: the step-through panel's numbers are the step event's verifier record."""
     from dataclasses import replace
 
-    from engine.backend import Request
-    from engine.config import GenerateSpec, SamplingParams
+    from specdec.core.config import GenerateSpec, SamplingParams
+    from specdec.serving.backend import Request
 
     prompt = "def fibonacci(n):"
     spec = GenerateSpec(method="draft", k=4, max_new_tokens=40, sampling=SamplingParams(0.8, seed=3))

@@ -1,10 +1,10 @@
-"""The Teach view's concurrency chart (app/demo_concurrency.py) against the shipped bench result."""
+"""The Teach view's concurrency chart (specdec/demo/concurrency.py) against the shipped bench result."""
 
 from __future__ import annotations
 
 import json
 
-from app.demo_concurrency import concurrency_html, latest, stops_paying
+from specdec.demo.concurrency import concurrency_html, latest, stops_paying
 
 
 def _result(cells: dict[tuple[str, str], dict[int, float]]) -> dict:

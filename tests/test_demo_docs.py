@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from app import demo_docs as D
+from specdec.demo import docs as D
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

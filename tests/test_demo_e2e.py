@@ -18,10 +18,10 @@ gr = pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
-from app.demo import example_prompts, launch_demo  # noqa: E402
-from app.demo_handlers import Handlers  # noqa: E402
-from app.demo_runs import DemoSession  # noqa: E402
-from engine.config import GenerateSpec  # noqa: E402
+from specdec.core.config import GenerateSpec  # noqa: E402
+from specdec.demo.handlers import Handlers  # noqa: E402
+from specdec.demo.layout import example_prompts, launch_demo  # noqa: E402
+from specdec.demo.runs import DemoSession  # noqa: E402
 from tests.demo_helpers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,18 @@ def test_generate_streams_fates_and_matches_specdec_generate(client):
     assert all({"text", "kind", "step", "position", "p", "q"} <= set(p) for p in final["pieces"])
     assert final["text"] == "".join(p["text"] for p in final["pieces"] if p["kind"] != "rejected")
     cli = subprocess.run(
-        [sys.executable, "-m", "app.cli", "generate", MIXED, "--method", "none", "--max-new-tokens", "40", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "specdec",
+            "generate",
+            MIXED,
+            "--method",
+            "none",
+            "--max-new-tokens",
+            "40",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -161,7 +172,7 @@ def test_stop_ends_the_generation_between_steps(backend):
     h, session = Handlers(backend), DemoSession()
     updates = h.generate(PROMPT, "none", "auto", 0.0, 1.0, 512, 0, session)
     first = next(updates)
-    assert "running" in first[0]["status"]  # the stream's value (app/demo_stream.py)
+    assert "running" in first[0]["status"]  # the stream's value (specdec/demo/stream.py)
     h.stop(session)
     *_, last = updates
     assert "stopped by you" in last[0]["status"] and wait_idle(backend)
@@ -191,7 +202,7 @@ def test_specdec_demo_prints_the_url_and_serves(tmp_path):
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "demo", "--port", str(port)],
+        [sys.executable, "-m", "specdec", "demo", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -212,7 +223,7 @@ def test_specdec_demo_prints_the_url_and_serves(tmp_path):
 
 def test_specdec_demo_with_a_missing_model_is_a_one_line_error(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "demo", "--target", str(tmp_path / "nope")],
+        [sys.executable, "-m", "specdec", "demo", "--target", str(tmp_path / "nope")],
         capture_output=True,
         text=True,
         timeout=120,

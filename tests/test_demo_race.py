@@ -1,6 +1,6 @@
 """The honest race (issue 17, defect 2): repeats by default, sides alternating, median and spread,
 a warning when the spread is larger than the difference, none against none refused. The pure parts
-(app/demo_race.py) and the handler on the shipped models through the real backend."""
+(specdec/demo/race.py) and the handler on the shipped models through the real backend."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from app import demo_race as RC
-from engine.config import ConfigError
+from specdec.core.config import ConfigError
+from specdec.demo import race as RC
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -43,9 +43,9 @@ def test_none_against_none_is_refused():
 @pytest.mark.slow
 def test_race_handler_reports_median_spread_and_streams_both_sides(backend):
     gr = pytest.importorskip("gradio")
-    from app.demo import example_prompts
-    from app.demo_handlers import Handlers
-    from app.demo_runs import DemoSession
+    from specdec.demo.handlers import Handlers
+    from specdec.demo.layout import example_prompts
+    from specdec.demo.runs import DemoSession
 
     h, session = Handlers(backend), DemoSession()
     with pytest.raises(gr.Error, match="noise"):

@@ -1,7 +1,7 @@
-"""The demo's pure parts: events to coloured spans, statistics and plot frames (app/demo_render.py),
-the settings check and the batched run through a real LocalBackend (app/demo_runs.py and
-engine/local.py, over a fake engine: pure thread logic),
-and the Teach view's computations (app/demo_teach.py, through the real verifier)."""
+"""The demo's pure parts: events to coloured spans, statistics and plot frames (specdec/demo/render.py),
+the settings check and the batched run through a real LocalBackend (specdec/demo/runs.py and
+specdec/serving/local.py, over a fake engine: pure thread logic),
+and the Teach view's computations (specdec/demo/teach.py, through the real verifier)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import time
 
 import pytest
 
-from app import demo_render as R
-from app import demo_stats as S
-from app import demo_teach as T
-from app.demo_runs import DemoSession, Run, check_prompt, make_spec
-from engine.backend import Request
-from engine.config import ConfigError, GenerateSpec
-from engine.events import Piece, Stats, StepEvent
-from engine.local import LocalBackend
-from engine.theory import expected_tokens, speedup
+from specdec.core.config import ConfigError, GenerateSpec
+from specdec.core.events import Piece, Stats, StepEvent
+from specdec.core.theory import expected_tokens, speedup
+from specdec.demo import render as R
+from specdec.demo import stats as S
+from specdec.demo import teach as T
+from specdec.demo.runs import DemoSession, Run, check_prompt, make_spec
+from specdec.serving.backend import Request
+from specdec.serving.local import LocalBackend
 
 
 def _event(step: int, pieces: list[Piece], drafted: int, stop: str | None = None) -> StepEvent:
@@ -278,7 +278,7 @@ def test_each_session_copy_is_independent():
 
 # -- Teach -------------------------------------------------------------------------------------
 def test_theory_figure_plots_the_closed_form_and_the_runs():
-    from app.demo_runs import RunRecord
+    from specdec.demo.runs import RunRecord
 
     runs = [RunRecord("draft", "auto", 0.6, 2.0, 100.0, 1.3, 0.1), RunRecord("none", "auto", None, 1.0, 90.0)]
     fig = T.theory_figure(0.7, 4, 0.1, runs)

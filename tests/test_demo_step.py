@@ -10,9 +10,9 @@ import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 pytest.importorskip("gradio")
-from app import demo_step as ST  # noqa: E402
-from app.demo_runs import DemoSession  # noqa: E402
-from app.demo_step_tab import StepHandlers  # noqa: E402
+from specdec.demo import step as ST  # noqa: E402
+from specdec.demo.runs import DemoSession  # noqa: E402
+from specdec.demo.step_tab import StepHandlers  # noqa: E402
 
 PROMPT = "def fibonacci(n):"
 SETTINGS = ("draft", 4, 0.8, 1.0, 40, 3)  # method, k, temperature, top-p, max new tokens, seed

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.detok import Detokenizer
-from engine.loading import DEFAULT_TARGET, load_tokenizer
+from specdec.core.detok import Detokenizer
+from specdec.models.loading import DEFAULT_TARGET, load_tokenizer
 
 TEXT = 'def naïve(x):\n    """Ünïcödé — λ → ∑, 日本語, emoji 🐍🚀."""\n    return x  # ok\n'
 

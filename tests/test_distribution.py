@@ -13,8 +13,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine.config import GenerateSpec, SamplingParams
-from engine.sampling import to_probs
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.core.sampling import to_probs
 
 PROMPT = "import os\nimport sys\n\n\ndef main(argv):\n    "
 TRIALS = int(__import__("os").environ.get("SPECDEC_TRIALS", 1500))
@@ -33,7 +33,7 @@ def chi2_pvalue(counts: np.ndarray, p: np.ndarray, n: int) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["calibrated", "int8"])
 def test_first_token_of_a_speculative_step_is_distributed_as_p(engine, precision):
-    """Also with the draft's weights in int8 (engine/lowp.py), whose q differs most from float32's."""
+    """Also with the draft's weights in int8 (specdec/fast/lowp.py), whose q differs most from float32's."""
     draft = engine.proposers["draft"]
     if precision != "calibrated":
         if precision not in draft.precisions:

@@ -3,8 +3,8 @@ target's step time measured by earlier requests (so auto k is measured from the 
 
 from __future__ import annotations
 
-from engine.config import GenerateSpec
-from engine.proposers.base import Context
+from specdec.core.config import GenerateSpec
+from specdec.core.proposer import Context
 
 
 def _greedy(method: str, n: int, heal: str = "") -> GenerateSpec:
@@ -20,7 +20,7 @@ def test_a_request_that_never_drafts_still_brings_the_draft_cache_along(engine, 
 
 
 def test_a_few_tokens_behind_are_left_to_the_first_drafting_step(engine, prompts):
-    from engine import draft_warm
+    from specdec.proposers import draft_warm
 
     draft = engine.proposer("draft")
     ids = engine.encode(prompts[4])
@@ -52,8 +52,8 @@ def test_first_drafting_step_sees_an_earlier_requests_target_time(engine, prompt
 def test_catch_up_goes_through_the_proposer_interface_only():
     """draft_warm calls the public hooks (``behind``, ``catch_up``) and nothing else; a proposer
     without them (prompt lookup, none) is left alone."""
-    from engine import draft_warm
-    from engine.proposers.base import NoDraft
+    from specdec.core.proposer import NoDraft
+    from specdec.proposers import draft_warm
 
     class Hooks:
         def __init__(self, lag: int) -> None:

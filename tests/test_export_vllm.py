@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from app.cli import main
-from tools.export_vllm import export
-from tools.vllm_maps import ExportError, convert
+from specdec.cli.main import main
+from specdec.export.vllm import export
+from specdec.export.vllm_maps import ExportError, convert
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -51,7 +51,7 @@ def test_medusa_map(exported: Path) -> None:
 def _vllm_eagle(w: dict, cfg: dict, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
     """vLLM's EAGLE layer (the plugin's class) written out on the exported names: fc(cat(e, f)) with
     bias, then a Llama decoder layer whose input layernorm is kept, no final norm."""
-    from engine.proposers.eagle.layer import rope
+    from specdec.proposers.eagle.layer import rope
 
     heads, eps, p = cfg["num_attention_heads"], cfg["rms_norm_eps"], "layers.0."
     x = F.linear(torch.cat([e, f], -1), w["fc.weight"], w["fc.bias"])
@@ -68,7 +68,7 @@ def _vllm_eagle(w: dict, cfg: dict, f: torch.Tensor, e: torch.Tensor) -> torch.T
 
 
 def test_eagle_map_computes_our_layer(exported: Path) -> None:
-    from engine.proposers.eagle.layer import EagleLayer
+    from specdec.proposers.eagle.layer import EagleLayer
 
     ours = EagleLayer.load(ASSETS / "eagle")
     w = {k: v.float() for k, v in load_file(str(exported / "eagle" / "model.safetensors")).items()}

@@ -11,17 +11,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine import cache as kv
-from engine import methods as M
-from engine.config import GenerateSpec
-from engine.loading import ModelLoadError
-from engine.proposers.base import Context
-from engine.proposers.eagle import KV, Eagle, EagleDecoder, EagleLayer
-from engine.proposers.folder import load_state, read_config, save_module
-from engine.proposers.medusa import Medusa, MedusaHeads
-from engine.proposers.medusa.paths import best_tree, expected_length, load_paths, save_paths, tree_order
-from engine.target import Target
-from engine.tree import Draft, position_ids, tree_attention_mask
+from specdec.core import methods as M
+from specdec.core.config import GenerateSpec
+from specdec.core.proposer import Context
+from specdec.core.tree import Draft, position_ids, tree_attention_mask
+from specdec.models import cache as kv
+from specdec.models.loading import ModelLoadError
+from specdec.models.target import Target
+from specdec.proposers.eagle import KV, Eagle, EagleDecoder, EagleLayer
+from specdec.proposers.folder import load_state, read_config, save_module
+from specdec.proposers.medusa import Medusa, MedusaHeads
+from specdec.proposers.medusa.paths import best_tree, expected_length, load_paths, save_paths, tree_order
 
 HAND = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
 
@@ -265,7 +265,7 @@ def test_chain_shaped_path_list_is_a_chain_and_scores_like_one(engine, prompts) 
 def test_head_folders_round_trip_and_are_found_next_to_the_target(engine, tmp_path: Path) -> None:
     def head_proposers(root: Path) -> dict:  # what an engine built with heads_dir=root would offer
         res = M.Resources(engine.target.model, heads_dir=root)
-        built = {n: m.build(res) for n, m in M.METHODS.items() if m.tree}
+        built = {n: m.make(res) for n, m in M.METHODS.items() if m.tree}
         return {n: p for n, p in built.items() if p is not None}
 
     cfg = engine.target.model.config

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import GenerateSpec, SamplingParams
-from engine.loading import ASSETS
-from engine.proposers.medusa.paths import load_paths, tree_order
-from engine.sampling import to_probs
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.core.sampling import to_probs
+from specdec.models.loading import ASSETS
+from specdec.proposers.medusa.paths import load_paths, tree_order
 from tests.seeded import FIXED_K
 from tests.test_distribution import chi2_pvalue
 from tests.test_session import hf_greedy
@@ -92,7 +92,7 @@ def test_cli_generates_with_medusa_and_eagle(prompts):
             [
                 sys.executable,
                 "-m",
-                "app.cli",
+                "specdec",
                 "generate",
                 prompts[0][-300:],
                 "--method",

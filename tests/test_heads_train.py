@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.loading import DEFAULT_TARGET
-from tools.training.heads_train import HeadsOptions, train_eagle, train_medusa
+from specdec.models.loading import DEFAULT_TARGET
+from specdec.training.heads_train import HeadsOptions, train_eagle, train_medusa
 
 
 def _work(tmp_path: Path) -> Path:
@@ -66,8 +66,8 @@ def test_train_heads_writes_loadable_folders_resumes_and_stays_exact(tmp_path):
     train_medusa(_options(tmp_path, work, steps=5))
     assert torch.load(tmp_path / "cache" / "medusa" / "state.pt", weights_only=False)["step"] == 5
     # barely trained heads are bad drafts, and still exact: the verifier decides every token
-    from engine.config import GenerateSpec
-    from engine.session import Engine
+    from specdec.core.config import GenerateSpec
+    from specdec.engine.session import Engine
 
     engine = Engine.load(DEFAULT_TARGET, None, heads_dir=out)
     assert {"medusa", "eagle"} <= set(engine.methods)

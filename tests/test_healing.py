@@ -1,4 +1,4 @@
-"""Token healing (engine/healing.py) is exact: greedy equals an enumerating oracle on the shipped
+"""Token healing (specdec/core/healing.py) is exact: greedy equals an enumerating oracle on the shipped
 models, and sampled paths follow the target conditioned on the heal text on a small vocabulary.
 
 The oracles do not use the trie: they enumerate token sequences directly (over the whole
@@ -17,8 +17,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine import healing
-from engine.config import GenerateSpec, SamplingParams
+from specdec.core import healing
+from specdec.core.config import GenerateSpec, SamplingParams
 
 CASES = [
     ("def read(path):\n    with open(pa", "pa"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.lean import LeanLlama
+from specdec.models.lean import LeanLlama
 
 
 def test_lean_logits_match_transformers(engine):
@@ -23,7 +23,7 @@ def test_lean_logits_match_transformers(engine):
 
 
 def test_unsupported_architectures_fall_back(engine):
-    from engine.proposers.draft import DraftModel, HFRunner
+    from specdec.proposers.draft import DraftModel, HFRunner
 
     assert isinstance(DraftModel(engine.draft_model, lean=False).runner, HFRunner)
     assert isinstance(engine.proposers["draft"].runner, LeanLlama)

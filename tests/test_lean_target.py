@@ -1,4 +1,4 @@
-"""engine/lean_target.py: the target's lean forward against transformers' decoder on the shipped
+"""specdec/models/lean_target.py: the target's lean forward against transformers' decoder on the shipped
 target, at every kind of call the loop makes (prefill, a plain step, a chain, a token tree), to
 float tolerance, writing the same cache; and a model it cannot run keeps transformers' forward."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import cache as kv
-from engine.target import Target
-from engine.tree import Draft
+from specdec.core.tree import Draft
+from specdec.models import cache as kv
+from specdec.models.target import Target
 
 
 def _both(engine, fn):

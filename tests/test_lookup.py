@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.config import GenerateSpec
-from engine.proposers.base import Context
-from engine.proposers.lookup import PromptLookup
-from engine.seq import find_continuation, follow
+from specdec.core.config import GenerateSpec
+from specdec.core.proposer import Context
+from specdec.core.seq import find_continuation, follow
+from specdec.proposers.lookup import PromptLookup
 
 
 def test_longest_ngram_wins_and_the_most_recent_match_is_used():
@@ -65,7 +65,7 @@ def test_a_corpus_of_plain_lists_works_like_arrays():
 
 
 def test_the_search_array_grows_with_the_request_and_follows_any_other_list():
-    from engine.proposers.lookup import Grown
+    from specdec.proposers.lookup import Grown
 
     g, tokens = Grown(), [1, 2, 3]
     assert g.view(tokens).tolist() == [1, 2, 3]

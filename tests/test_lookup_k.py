@@ -1,4 +1,4 @@
-"""Prompt lookup's auto k (engine/proposers/lookup_k.py): the decision on injected acceptance and
+"""Prompt lookup's auto k (specdec/proposers/lookup_k.py): the decision on injected acceptance and
 cost numbers, acceptance scored from committed tokens (drafted or not), step costs from a fake
 clock, and on the shipped models the plain steps it chooses keep the greedy tokens and are counted
 in ``Stats.auto_plain`` (no timing is asserted)."""
@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.batch.rows import Forks
-from engine.config import GenerateSpec, SamplingParams
-from engine.proposers import lookup_k
-from engine.proposers.base import Context
-from engine.proposers.lookup import PromptLookup
-from engine.proposers.lookup_k import PRIOR_V, PROBE_EVERY, CopyTracker, LookupAuto, choose_k, step_costs
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.core.proposer import Context
+from specdec.proposers import lookup_k
+from specdec.proposers.lookup import PromptLookup
+from specdec.proposers.lookup_k import PRIOR_V, PROBE_EVERY, CopyTracker, LookupAuto, choose_k, step_costs
+from specdec.serving.batch.rows import Forks
 
 LINEAR = [1.0 + 0.07 * n for n in range(9)]  # a missed 8-token draft costs 1.56 plain steps
 
@@ -195,7 +195,7 @@ def test_a_step_without_a_proposal_is_never_counted_as_auto_plain(engine, prompt
         name, chose_plain = "lookup", True
 
         def propose(self, ctx):
-            from engine.tree import Draft
+            from specdec.core.tree import Draft
 
             return Draft.empty()
 
@@ -209,8 +209,8 @@ def test_a_step_without_a_proposal_is_never_counted_as_auto_plain(engine, prompt
 def test_lookup_rows_in_a_batch_adapt_on_their_own_forks_and_keep_the_tokens(engine, prompts, adaptive) -> None:
     """Each row's lookup adapts on its own copy; with the load policy its cap bounds the row's own
     choice (a cap of 0 is a step without a call, ``skip``); greedy tokens are plain decoding's."""
-    from engine.backend import Request
-    from engine.batch import BatchBackend
+    from specdec.serving.backend import Request
+    from specdec.serving.batch import BatchBackend
 
     b = BatchBackend(engine, max_batch=4, adaptive=adaptive)
     try:
@@ -229,7 +229,7 @@ def test_lookup_rows_in_a_batch_adapt_on_their_own_forks_and_keep_the_tokens(eng
 
 
 def test_the_trace_tool_summarises_paired_rows() -> None:
-    from tools.lookup_k_trace import summary, table
+    from experiments.lookup_k_trace import summary, table
 
     ms = {"none": [10.0, 20.0, 30.0], "lookup_k8": [11.0, 22.0, 27.0], "lookup_auto": [10.0, 21.0, 27.0]}
     counts = {r: {"steps": 9, "drafted": 4, "auto_plain": 1, "identical": 3} for r in ms}
@@ -243,7 +243,7 @@ def test_the_trace_tool_summarises_paired_rows() -> None:
 def test_the_ab_tool_tabulates_alternated_runs(tmp_path) -> None:
     import json
 
-    from tools.lookup_k_ab import merge, table
+    from experiments.lookup_k_ab import merge, table
 
     def lsp_run(name: str, lookup_ms: list[float]) -> str:
         rows = {

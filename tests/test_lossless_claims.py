@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.sampling import to_probs
-from engine.tree import Draft
-from engine.verify import verify
+from specdec.core.sampling import to_probs
+from specdec.core.tree import Draft
+from specdec.core.verify import verify
 
 
 def output_distribution(p: np.ndarray, q_sampled: np.ndarray, q_reported: np.ndarray) -> np.ndarray:
@@ -84,7 +84,7 @@ def test_typical_acceptance_is_not_exact_and_the_engines_rule_is():
     # the engine's rule for a deterministic candidate: accept with p(x), else sample from p without x
     exact = output_distribution(p, np.eye(3)[0], np.eye(3)[0])
     assert tv(exact, p) < 1e-12
-    # and engine.verify really does that: enumerate its two branches with a seeded generator
+    # and specdec.core.verify really does that: enumerate its two branches with a seeded generator
     counts = np.zeros(3)
     g = torch.Generator().manual_seed(0)
     draft = Draft.chain(torch.tensor([0]))

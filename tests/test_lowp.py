@@ -1,4 +1,4 @@
-"""engine/lowp.py: the proposers' lower-precision weights, and calibration's choice of them.
+"""specdec/fast/lowp.py: the proposers' lower-precision weights, and calibration's choice of them.
 
 Every precision of every proposer gives transformers' greedy tokens on the shipped models; the
 draft model's q in a low precision is exactly the distribution it sampled from (the one computed
@@ -12,13 +12,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import calibrate as C
-from engine import calibrate_lowp as CL
-from engine import lowp
-from engine import packed as P
-from engine.config import GenerateSpec, SamplingParams
-from engine.proposers.base import Context
-from engine.sampling import to_probs
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.core.proposer import Context
+from specdec.core.sampling import to_probs
+from specdec.fast import calibrate as C
+from specdec.fast import calibrate_lowp as CL
+from specdec.fast import lowp
+from specdec.models import packed as P
 
 LOW = [p for p in lowp.PRECISIONS if p != "fp32"]
 needs_fbgemm = pytest.mark.skipif(lowp.precisions(torch.zeros(1, 1)) == ("fp32",), reason="no fbgemm here")

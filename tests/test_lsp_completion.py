@@ -1,4 +1,4 @@
-"""Unit tests of the language server's pure logic (lsp.completion) and its command line."""
+"""Unit tests of the language server's pure logic (specdec.lsp.completion) and its command line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from lsp.completion import (
+from specdec.lsp.completion import (
     DEFAULT_METHOD,
     Options,
     OptionsError,
@@ -122,7 +122,7 @@ def test_settings_apply_the_valid_ones_and_name_each_bad_one():
 
 
 def test_cli_help_and_bad_flags():
-    env_cmd = [sys.executable, "-m", "app.cli", "lsp"]
+    env_cmd = [sys.executable, "-m", "specdec", "lsp"]
     out = subprocess.run(env_cmd + ["--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--tcp HOST:PORT" in out.stdout and "initializationOptions" in out.stdout
     bad = subprocess.run(env_cmd + ["--tcp", "nohost"], capture_output=True, text=True, timeout=60)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import healing
-from engine.config import GenerateSpec
+from specdec.core import healing
+from specdec.core.config import GenerateSpec
 
 pytestmark = pytest.mark.slow
 PROBE = Path(__file__).with_name("lsp_nvim_probe.lua")

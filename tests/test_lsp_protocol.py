@@ -21,7 +21,7 @@ class Raw:
     """A minimal LSP client: frames messages, collects what the server sends."""
 
     def __init__(self, *flags: str) -> None:
-        cmd = [sys.executable, "-m", "app.cli", "lsp", "--log-level", "INFO", *flags]
+        cmd = [sys.executable, "-m", "specdec", "lsp", "--log-level", "INFO", *flags]
         self.err = tempfile.TemporaryFile()  # a pipe nobody reads would fill up and block the server
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
         self.inbox: queue.Queue = queue.Queue()
@@ -170,7 +170,7 @@ def test_the_confidence_filter_answers_nothing_below_min_confidence_and_reports_
 
 def test_a_completion_that_is_already_junk_is_stopped_and_filtered():
     """The shipped model loops on a list of zeros; the server stops the run once its text is junk by
-    the repetition rule (lsp.quiet.EarlyJunk), long before the token budget, and answers nothing.
+    the repetition rule (specdec.lsp.quiet.EarlyJunk), long before the token budget, and answers nothing.
     With the filter off (``repeat_limit`` 0) the same request runs to the budget and is shown."""
     text = "x = [" + "0, " * 20
     raw = Raw("--method", "none")

@@ -1,4 +1,4 @@
-"""The typing replay (tools/lsp_replay.py) on one document: its accounting adds up (functional only;
+"""The typing replay (specdec/bench/lsp_replay.py) on one document: its accounting adds up (functional only;
 its timings are measured in docs/lsp.md, never asserted)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import lsp_replay
+from specdec.bench import lsp_replay
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def test_replay_times_superseded_requests_until_they_were_superseded(tmp_path: P
 
 
 def test_profile_splits_each_answered_request_into_stages_that_add_up(tmp_path: Path):
-    from tools import lsp_profile
+    from experiments import lsp_profile
 
     out = tmp_path / "profile.json"
     argv = ["--limit", "1", "--chars", "4", "--key-ms", "1500", "--methods", "none", "--json", str(out)]

@@ -16,9 +16,9 @@ from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from engine import healing
-from engine.config import GenerateSpec
-from engine.loading import ASSETS
+from specdec.core import healing
+from specdec.core.config import GenerateSpec
+from specdec.models.loading import ASSETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -27,7 +27,7 @@ LINES = DOC.split("\n")
 DEF_LINE = next(i for i, ln in enumerate(LINES) if ln.startswith("def compress("))
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "app.cli", "lsp"]))
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "specdec", "lsp"]))
 async def client(lsp_client: LanguageClient):
     lsp_client.stats = []
     lsp_client.feature("specdec/stats")(lambda params: lsp_client.stats.append(params))
@@ -41,7 +41,7 @@ async def client(lsp_client: LanguageClient):
 
 
 def healed(engine, prefix: str, max_new_tokens: int, heal: bool = True) -> str:
-    """The engine's greedy continuation of ``prefix`` with token healing (engine/healing.py), or
+    """The engine's greedy continuation of ``prefix`` with token healing (specdec/core/healing.py), or
     without it (``heal=False``: what a backend without ``Capabilities.heal`` completes)."""
     if not heal:
         return engine.generate(prefix, GenerateSpec(method="none", max_new_tokens=max_new_tokens)).text

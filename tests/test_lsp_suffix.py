@@ -1,6 +1,6 @@
 """Unit tests of the pure pieces the language server added for everyday use: the text after the
-cursor (lsp.suffix), the repetition filter (lsp.quiet), one shared generation (lsp.shared) and
-dropping a closed document's caches (lsp.completer)."""
+cursor (specdec.lsp.suffix), the repetition filter (specdec.lsp.quiet), one shared generation (specdec.lsp.shared) and
+dropping a closed document's caches (specdec.lsp.completer)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from lsp.completer import Completer
-from lsp.quiet import EARLY_SOLID, EarlyJunk, repetitive
-from lsp.shared import Shared
-from lsp.suffix import merge, rest_of_line
+from specdec.lsp.completer import Completer
+from specdec.lsp.quiet import EARLY_SOLID, EarlyJunk, repetitive
+from specdec.lsp.shared import Shared
+from specdec.lsp.suffix import merge, rest_of_line
 
 CASES = [  # (line before the cursor, model's continuation, text after the cursor, the line after accepting)
     ("    with open(pa", 'th, "r") as f:', "):", '    with open(path, "r") as f:'),
@@ -129,7 +129,7 @@ class _Backend:
 
 
 def test_closing_a_document_drops_its_lookup_ids():
-    from lsp.completion import Options
+    from specdec.lsp.completion import Options
 
     c = Completer(_Backend())
     others = [(f"file:///{i}.py", 1, "x = 1\n" * 50) for i in range(5)]

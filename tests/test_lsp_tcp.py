@@ -39,7 +39,7 @@ def test_tcp_transport_serves_completions():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "lsp", "--tcp", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "specdec", "lsp", "--tcp", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -1,4 +1,4 @@
-"""engine/omp.py: releasing a thread's OpenMP workers really ends them (counted as OS threads)."""
+"""specdec/fast/omp.py: releasing a thread's OpenMP workers really ends them (counted as OS threads)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from engine import omp
+from specdec.fast import omp
 
 
 def _threads() -> int:

@@ -10,11 +10,11 @@ import urllib.request
 
 import pytest
 
-from app.openai_api import OpenAIServer
-from app.ws_protocol import Limits
-from engine.config import GenerateSpec
-from engine.events import EMITTED_KINDS
-from engine.local import LocalBackend
+from specdec.core.config import GenerateSpec
+from specdec.core.events import EMITTED_KINDS
+from specdec.server.openai_api import OpenAIServer
+from specdec.server.ws_protocol import Limits
+from specdec.serving.local import LocalBackend
 
 openai = pytest.importorskip("openai", reason="the openai client comes with the test extras (pip install -e .[test])")
 TOKEN = "t0ken"

@@ -1,4 +1,4 @@
-"""engine/packed.py: the packed path runs only inside its scope and only where the plan says so,
+"""specdec/models/packed.py: the packed path runs only inside its scope and only where the plan says so,
 matches F.linear to float rounding, and leaves the model stock outside it (transformers' generate
 on the same object is untouched)."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from engine import packed as P
-from engine.loading import DEFAULT_TARGET
+from specdec.models import packed as P
+from specdec.models.loading import DEFAULT_TARGET
 
 pytestmark = pytest.mark.skipif(not P.available(torch.zeros(1)), reason="oneDNN packed linears not available")
 

@@ -1,10 +1,10 @@
-"""Prefixes kept warm (engine/prefixes.py): switching between two documents prefills only what
+"""Prefixes kept warm (specdec/models/prefixes.py): switching between two documents prefills only what
 changed, and the output is exactly a fresh engine's."""
 
 from __future__ import annotations
 
-from engine import prefixes
-from engine.config import GenerateSpec
+from specdec.core.config import GenerateSpec
+from specdec.models import prefixes
 
 
 def test_switching_documents_reuses_each_ones_prefix_and_changes_no_token(engine, prompts):
@@ -32,7 +32,7 @@ def test_switching_documents_reuses_each_ones_prefix_and_changes_no_token(engine
 
 
 def _mine(target, ids) -> list[list[int]]:
-    from engine.seq import common_prefix
+    from specdec.core.seq import common_prefix
 
     return [s for s in prefixes.kept(target) if 2 * common_prefix(s, ids) >= len(s)]
 
@@ -57,8 +57,8 @@ def test_closing_a_document_in_the_server_drops_its_prefix_state(engine, backend
     thread; the closed document's next request prefills its whole window again."""
     import asyncio
 
-    from lsp.completer import Completer
-    from lsp.completion import Options
+    from specdec.lsp.completer import Completer
+    from specdec.lsp.completion import Options
 
     completer = Completer(backend)
     opts = Options(method="none", max_new_tokens=4, stop="line", heal=False)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from app.openai_api import OpenAIServer
-from app.ws_protocol import Limits
-from engine.backend import Request
-from engine.config import ConfigError, GenerateSpec
-from engine.loading import DEFAULT_TARGET
-from engine.remote import RemoteBackend
+from specdec.core.config import ConfigError, GenerateSpec
+from specdec.models.loading import DEFAULT_TARGET
+from specdec.server.openai_api import OpenAIServer
+from specdec.server.ws_protocol import Limits
+from specdec.serving.backend import Request
+from specdec.serving.remote import RemoteBackend
 
 TOKEN = "remote-t0ken"
 
@@ -70,7 +70,7 @@ def test_remote_errors_and_cancel(remote, server, prompts) -> None:
 def test_generate_cli_on_a_remote_server(server, engine, capsys) -> None:
     import json
 
-    from app.cli import main
+    from specdec.cli.main import main
 
     argv = ["generate", "def add(a, b):\n", "--method", "lookup", "--max-new-tokens", "12", "--json"]
     assert main(argv + ["--backend", server.url + "/v1", "--backend-token", TOKEN]) == 0

@@ -1,11 +1,11 @@
-"""engine.sampling: temperature / top-k / top-p rows and draws that spare the generator."""
+"""specdec.core.sampling: temperature / top-k / top-p rows and draws that spare the generator."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from engine.sampling import sample, to_probs
+from specdec.core.sampling import sample, to_probs
 
 
 def test_temperature_zero_is_one_hot_at_lowest_argmax() -> None:

@@ -18,9 +18,9 @@ import pytest
 from websockets.asyncio.client import connect as aconnect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from app.cli import main as cli_main
-from app.ws_protocol import Limits
-from engine.config import GenerateSpec, SamplingParams
+from specdec.cli.main import main as cli_main
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.server.ws_protocol import Limits
 from tests.serve_helpers import (
     GOOD_ORIGIN,
     TIMEOUT_S,
@@ -247,7 +247,7 @@ def test_origin_check(srv):
 def test_sigterm_ends_running_and_queued_requests_with_shutdown():
     env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", "0", "--max-queue", "2"],
+        [sys.executable, "-m", "specdec", "serve", "--port", "0", "--max-queue", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

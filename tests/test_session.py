@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.config import ConfigError, GenerateSpec, SamplingParams
-from engine.session import Engine
+from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.engine.session import Engine
 
 N_PROMPTS = 20
 NEW = 32

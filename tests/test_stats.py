@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import torch
 
-from engine.events import Stats
-from engine.session import _pieces
-from engine.tree import Draft
-from engine.verify import Verdict
+from specdec.core.events import Stats
+from specdec.core.tree import Draft
+from specdec.core.verify import Verdict
+from specdec.engine.session import _pieces
 
 EOS = 0
 

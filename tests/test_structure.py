@@ -1,5 +1,7 @@
-"""The house plan, checked: no import cycle anywhere, the library imports no front end or tool,
-argparse lives only in app/ and tools/, and one registry entry is all a new method needs."""
+"""The house plan, checked (docs/architecture.md): no import cycle between files or between sibling
+folders, the layers import only downwards, no module imports another module's private names,
+argparse lives only in specdec/cli, the install ships one top-level package, and one registry entry
+is all a new method needs."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("engine", "app", "lsp", "tools")
+PACKAGES = ("specdec", "experiments")
 
 
 def _module_name(path: Path) -> str:
@@ -95,34 +97,162 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycle_in_the_project():
+def test_no_import_cycle_between_files():
     graph = import_graph()
-    assert len(graph) > 60 and "engine.backend" in graph["engine.local"]  # the graph sees real edges
+    assert len(graph) > 150 and "specdec.serving.backend" in graph["specdec.serving.local"]  # it sees real edges
     assert cycles(graph) == []
 
 
-def test_the_library_imports_no_front_end_or_tool():
-    for name, deps in import_graph().items():
-        if name.split(".")[0] == "engine":
-            assert not {d for d in deps if d.split(".")[0] in ("app", "lsp", "tools")}, name
-        if name.split(".")[0] == "lsp":
-            assert not {d for d in deps if d.split(".")[0] in ("app", "tools")}, name
+# The folders of specdec/ from the bottom up (docs/architecture.md): a folder imports only folders
+# listed before it, and ``paths`` (no imports of its own). Front ends sit beside each other; only
+# the CLI imports bench, training and export.
+LAYERS: dict[str, set[str]] = {
+    "core": set(),
+    "figures": set(),
+    "models": {"core"},
+    "fast": {"core", "models"},
+    "proposers": {"core", "models", "fast"},
+    "engine": {"core", "models", "fast", "proposers"},
+    "serving": {"core", "models", "fast", "proposers", "engine"},
+    "server": {"core", "engine", "serving"},
+    "lsp": {"core", "engine", "serving"},
+    "demo": {"core", "engine", "serving", "figures"},
+    "export": {"core", "models", "proposers", "engine"},
+    "training": {"core", "models", "proposers", "engine"},
+    "bench": {"core", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "export", "figures"},
+    "cli": {"core", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "demo", "figures"}
+    | {"bench", "training", "export"},
+}
 
 
-def test_argparse_only_in_app_and_tools():
+def _folder(module: str, depth: int) -> str | None:
+    """The folder (or root module) of ``module`` ``depth`` levels below the root, None above it."""
+    parts = module.split(".")
+    return ".".join(parts[: depth + 1]) if len(parts) > depth else None
+
+
+def folder_graph(graph: dict[str, set[str]], parent: str) -> dict[str, set[str]]:
+    """Sibling folders (and modules) directly under ``parent`` -> the siblings they import."""
+    depth = parent.count(".") + 1
+    out: dict[str, set[str]] = {}
+    for name, deps in graph.items():
+        a = _folder(name, depth)
+        if a is None or not name.startswith(parent + ".") or name.endswith("__main__"):
+            continue
+        out.setdefault(a, set())
+        for d in deps:
+            b = _folder(d, depth)
+            if b is not None and b != a and d.startswith(parent + "."):
+                out[a].add(b)
+    return out
+
+
+def test_folder_cycles_are_found():
+    graph = {"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()}
+    assert folder_graph(graph, "p") == {"p.a": {"p.b"}, "p.b": {"p.a"}}
+    assert cycles(folder_graph(graph, "p")) == [["p.a", "p.b"]]
+
+
+def test_no_cycle_between_sibling_folders():
+    graph = import_graph()
+    parents = {m.rpartition(".")[0] for m in graph if "." in m} | {"specdec"}
+    for parent in sorted(parents):
+        assert cycles(folder_graph(graph, parent)) == [], parent
+    assert set(folder_graph(graph, "specdec")) >= {f"specdec.{f}" for f in LAYERS}
+
+
+def test_the_layers_import_only_downwards():
+    graph = import_graph()
+    bad = []
+    for name, deps in graph.items():
+        if not name.startswith("specdec."):
+            assert not any(d.startswith("experiments") for d in deps) or name.startswith("experiments"), name
+            continue
+        folder = name.split(".")[1]
+        if folder not in LAYERS:  # a root module: paths (imports nothing), __main__ (the CLI)
+            continue
+        for d in deps:
+            other = d.split(".")[1] if d.startswith("specdec.") and d.count(".") else None
+            if d.startswith("experiments"):
+                bad.append((name, d))
+            elif other and other != folder and other in LAYERS and other not in LAYERS[folder]:
+                bad.append((name, d))
+    assert bad == []
+    assert LAYERS["core"] == set() and "bench" not in LAYERS["demo"]  # the rules the docs state
+
+
+def _private_imports(path: Path, mods: dict[str, Path]) -> list[str]:
+    """Names starting with one underscore that a module takes from another project module, by
+    ``from m import _x`` or ``m._x`` on an imported module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases: dict[str, str] = {}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in mods:
+                    aliases[a.asname or a.name] = full
+                elif a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(f"{node.module}.{a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name in mods:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            out.append(f"{aliases[node.value.id]}.{node.attr}")
+    return out
+
+
+def test_the_private_import_finder_finds_them(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from specdec.core.step import _x\nfrom specdec.core import step as S\nS._y()\nS.z()\n")
+    mods = {"specdec.core.step": f}
+    assert _private_imports(f, mods) == ["specdec.core.step._x", "specdec.core.step._y"]
+
+
+def test_no_module_imports_another_modules_private_names():
+    mods = _modules()
+    found = {name: _private_imports(path, mods) for name, path in mods.items()}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_argparse_only_in_the_commands():
+    """The library parses no command line: argparse lives in specdec/cli and in the product
+    commands' own ``python -m`` entry points (bench, training)."""
     for name, path in _modules().items():
-        if name.split(".")[0] in ("engine", "lsp"):
-            assert "argparse" not in path.read_text(encoding="utf-8"), name
+        if name.startswith("specdec.") and name.split(".")[1] not in ("cli", "bench", "training"):
+            assert "import argparse" not in path.read_text(encoding="utf-8"), name
+
+
+def test_the_install_ships_one_top_level_package():
+    """``pip install .`` ships ``specdec`` alone (pyproject's find rule), and everything under it is
+    a package of it; tests/ and experiments/ stay in the checkout."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert cfg["tool"]["setuptools"]["packages"]["find"]["include"] == ["specdec*"]
+    assert cfg["project"]["scripts"]["specdec"] == "specdec.cli.main:main"
+    for d in (ROOT / "specdec").rglob("*"):
+        if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py")):
+            assert (d / "__init__.py").exists(), d
 
 
 def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
-    """An 'echo' method (drafts the pending token twice) registered in engine/methods.py alone is
+    """An 'echo' method (drafts the pending token twice) registered in specdec/core/methods.py alone is
     offered by a new engine, its descriptions reach the front ends, and it is exact."""
-    from app import ws_protocol as proto
-    from engine import methods as M
-    from engine.config import GenerateSpec
-    from engine.session import Engine
-    from engine.tree import Draft
+    from specdec.core import methods as M
+    from specdec.core.config import GenerateSpec
+    from specdec.core.tree import Draft
+    from specdec.engine.session import Engine
+    from specdec.server import ws_protocol as proto
 
     class Echo:
         name = "echo"

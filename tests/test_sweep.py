@@ -1,4 +1,4 @@
-"""The k sweep (tools/sweep.py, `specdec sweep`), the SVG writer and the edit-prompt builder."""
+"""The k sweep (specdec/bench/sweep.py, `specdec sweep`), the SVG writer and the edit-prompt builder."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from engine.events import Stats, StepEvent
-from engine.theory import expected_tokens_per_position
-from tools.svgplot import DASHED, Series, line_chart, nice_ticks
-from tools.sweep import predictions, step_summary
-from tools.training.edit_prompts import edited_copy, functions
+from specdec.bench.sweep import predictions, step_summary
+from specdec.core.events import Stats, StepEvent
+from specdec.core.theory import expected_tokens_per_position
+from specdec.figures.svgplot import DASHED, Series, line_chart, nice_ticks
+from specdec.training.edit_prompts import edited_copy, functions
 
 SRC = '''def area(width, height):
     """Area of a rectangle."""
@@ -82,7 +82,7 @@ def test_edit_prompts_copy_with_the_edit_applied():
 
 
 def test_shipped_edit_prompts_are_well_formed():
-    from engine.loading import ASSETS
+    from specdec.models.loading import ASSETS
 
     records = [json.loads(line) for line in (ASSETS / "prompts" / "edits.jsonl").read_text().splitlines()]
     assert len(records) == 20
@@ -99,7 +99,7 @@ def test_sweep_command_writes_json_and_svg(tmp_path):
         [
             sys.executable,
             "-m",
-            "app.cli",
+            "specdec",
             "sweep",
             "--limit",
             "1",
@@ -126,5 +126,5 @@ def test_sweep_command_writes_json_and_svg(tmp_path):
     assert d["identical"] == 1 and d["predicted_per_position"] is not None and d["tau_per_position"] >= 1.0
     assert d["draft_size_hist"] and result["config"]["confidence"] == 0.0
     assert ET.fromstring(svg.read_text()).tag.endswith("svg")
-    bad = subprocess.run([sys.executable, "-m", "app.cli", "sweep", "--k", "1,x"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "specdec", "sweep", "--k", "1,x"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--k" in bad.stderr

@@ -1,4 +1,4 @@
-"""engine.theory: what each formula is checked against, and how a wrong formula would fail.
+"""specdec.core.theory: what each formula is checked against, and how a wrong formula would fail.
 
 Checked by a Monte Carlo simulation of the acceptance process itself (the simulation does not flip
 alpha-coins: at every draft position it draws x ~ q_i from a real small-vocabulary distribution and
@@ -6,7 +6,7 @@ accepts it with probability min(1, p_i(x) / q_i(x)), exactly as the verifier doe
 enters through p_i and q_i and the claim alpha_i = 1 - TV(p_i, q_i) is checked too):
   - expected_tokens (E[tokens per step]), expected_tokens_per_position, expected_tokens_mixture;
   - arithmetic_factor (operations counted in the simulation).
-Checked by the real verifier (engine.verify on a deterministic tree): expected_tokens_tree.
+Checked by the real verifier (specdec.core.verify on a deterministic tree): expected_tokens_tree.
 Checked as exact algebra on a grid: the walltime speedup S = E / (k c + r) is E divided by an
 assumed cost, so the "simulated clock" test checks E and the argmax over k, not the cost model;
 break-even alpha = c; best_k is the brute-force argmax; the neighbour gap identity
@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.theory import (
+from specdec.core.theory import (
     arithmetic_factor,
     batch_verify_ratio,
     best_k,
@@ -48,8 +48,8 @@ from engine.theory import (
     speedup_per_position,
     verify_cost,
 )
-from engine.tree import Draft
-from engine.verify import verify
+from specdec.core.tree import Draft
+from specdec.core.verify import verify
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -275,7 +275,7 @@ def test_linear_verify_cost_fits_the_sweep():
 
 
 def test_tree_expected_tokens_matches_the_real_verifier():
-    """A deterministic tree (q = None) through engine.verify: node v is accepted with probability
+    """A deterministic tree (q = None) through specdec.core.verify: node v is accepted with probability
     p_parent(x_v) once its parent is (its earlier siblings' rejections renormalise the residual,
     which exactly cancels), so E[tokens per step] = 1 + sum_v prod_path p_parent(x_u)."""
     rng = np.random.default_rng(21)

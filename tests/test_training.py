@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.training import corpus as C
-from tools.training.run import TrainOptions, train_all
+from specdec.training import corpus as C
+from specdec.training.run import TrainOptions, train_all
 
 
 def tiny_options(tmp_path: Path, steps: int) -> TrainOptions:

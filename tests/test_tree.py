@@ -1,11 +1,11 @@
-"""engine.tree: structure queries, validation, tree attention mask and positions."""
+"""specdec.core.tree: structure queries, validation, tree attention mask and positions."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from engine.tree import Draft, position_ids, tree_attention_mask
+from specdec.core.tree import Draft, position_ids, tree_attention_mask
 
 #        root (pending)
 #        /           \

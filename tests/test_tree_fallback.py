@@ -1,4 +1,4 @@
-"""engine/proposers/fallback.py: auto k = 0 for the tree methods, decided from injected rates and a
+"""specdec/proposers/fallback.py: auto k = 0 for the tree methods, decided from injected rates and a
 fake clock (no timing is asserted), and on the shipped Medusa and EAGLE heads the plain steps it
 chooses keep the greedy tokens while an explicit k is never overridden."""
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.config import GenerateSpec, SamplingParams
-from engine.proposers.fallback import PlainFallback, drafting_pays
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.proposers.fallback import PlainFallback, drafting_pays
 
 
 def test_drafting_pays_when_tau_exceeds_the_step_cost_in_plain_steps() -> None:

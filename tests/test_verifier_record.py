@@ -1,5 +1,5 @@
 """The verifier's record (issue 17, step-through): every test's p, q, min(1, p/q), the uniform u, the
-verdict and the residual's top tokens, made by engine/verify.py itself and carried in the step events.
+verdict and the residual's top tokens, made by specdec/core/verify.py itself and carried in the step events.
 Recording must not change a single draw."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.config import GenerateSpec, SamplingParams
-from engine.tree import Draft
-from engine.verify import residual, verify
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.core.tree import Draft
+from specdec.core.verify import residual, verify
 
 
 def _random_case(seed: int, n: int = 4, vocab: int = 6):

@@ -1,4 +1,4 @@
-"""engine.verify: exact-distribution tests, temperature-0 tables and edge cases.
+"""specdec.core.verify: exact-distribution tests, temperature-0 tables and edge cases.
 
 The exact-distribution tests drive the real ``verify`` in a little decoding loop against a bigram
 "model": the target's next-token row after token a is P[a] and the draft's is Q[a], so every p and
@@ -19,9 +19,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from engine.sampling import sample, to_probs
-from engine.tree import Draft
-from engine.verify import Verdict, residual, verify
+from specdec.core.sampling import sample, to_probs
+from specdec.core.tree import Draft
+from specdec.core.verify import Verdict, residual, verify
 
 V = 5
 PENDING = 0

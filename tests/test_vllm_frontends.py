@@ -18,7 +18,7 @@ from serve_helpers import check_stream, client, generate, until_done
 from test_lsp_server import DEF_LINE, DOC, LINES, complete, configure, expected, open_doc
 from vllm_helpers import EAGLE_PORT, free_port, vllm_servers  # noqa: F401 - the fixture
 
-from engine.config import GenerateSpec
+from specdec.core.config import GenerateSpec
 
 pytestmark = pytest.mark.slow
 URL = f"http://127.0.0.1:{EAGLE_PORT}/v1"
@@ -32,7 +32,7 @@ def vllm_url(vllm_servers):  # noqa: F811
 
 def _start(args: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "specdec", *args], stdout=subprocess.PIPE, text=True, env=env)
     for line in proc.stdout:
         found = re.search(pattern, line)
         if found:
@@ -82,7 +82,8 @@ def test_gradio_generate_on_vllm(vllm_url, engine) -> None:
 
 
 @pytest_lsp.fixture(
-    scope="module", config=ClientServerConfig(server_command=[sys.executable, "-m", "app.cli", "lsp", "--backend", URL])
+    scope="module",
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "specdec", "lsp", "--backend", URL]),
 )
 async def lsp(lsp_client: LanguageClient):
     await lsp_client.initialize_session(t.InitializeParams(capabilities=pytest_lsp.client_capabilities("neovim")))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.demo_backend import backend_note
-from engine.backend import Capabilities
-from engine.events import Stats
-from engine.remote_stream import stats_from_metrics, vllm_step
-from tools.vllm_launch import server_argv, speculative_config
+from specdec.core.events import Stats
+from specdec.demo.backend import backend_note
+from specdec.export.vllm_launch import server_argv, speculative_config
+from specdec.serving.backend import Capabilities
+from specdec.serving.remote_stream import stats_from_metrics, vllm_step
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"target": "/x/target", "draft": "/x/draft", "eagle": "/x/eagle"}

@@ -10,10 +10,10 @@ import pytest
 from websockets.datastructures import Headers
 from websockets.http11 import Request
 
-from app import ws_protocol as proto
-from app.serve_cli import warnings_for
-from app.ws_server import authorized
-from engine.events import Piece, Stats, StepEvent
+from specdec.cli.serve import warnings_for
+from specdec.core.events import Piece, Stats, StepEvent
+from specdec.server import ws_protocol as proto
+from specdec.server.ws_server import authorized
 
 LIMITS = proto.Limits(max_message_bytes=1000, max_prompt_tokens=5, max_new_tokens=50, max_queue=2)
 METHODS = ("none", "draft", "lookup")
@@ -194,7 +194,7 @@ def test_absurd_nesting_is_bad_json_not_a_crash():
     ],
 )
 def test_serve_refuses_bad_settings_before_loading_a_model(capsys, argv, message):
-    from app.cli import main
+    from specdec.cli.main import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.loading import ASSETS
-from tools.export_vllm import export
-from tools.vllm_launch import VllmServer, server_argv, server_env, venv_path
+from specdec.export.vllm import export
+from specdec.export.vllm_launch import VllmServer, server_argv, server_env, venv_path
+from specdec.models.loading import ASSETS
 
 K = 4  # vLLM's num_speculative_tokens in these tests: chains of 4
 

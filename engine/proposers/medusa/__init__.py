@@ -1,6 +1,0 @@
-"""Medusa (Cai et al., 2024): heads on the target's last hidden state and a fixed candidate tree."""
-
-from .heads import MedusaHeads
-from .proposer import TREE_FILE, Medusa
-
-__all__ = ["Medusa", "MedusaHeads", "TREE_FILE"]

@@ -1,0 +1,8 @@
+"""Measuring: ``specdec bench`` and its peers (transformers, vLLM, a remote server), the k sweep.
+
+Contract: ``run`` (every method on the same prompts in one process, with transformers' rows from
+``hf``), ``concurrency`` (throughput against concurrency, with vLLM's rows), ``remote``, ``sweep``,
+``ws_bench`` and ``lsp_bench``/``lsp_replay`` measure and write JSON results; ``metrics`` and
+``table`` turn them into figures. Command-line parsing lives in ``specdec.cli``; nothing in the
+package but the CLI imports this. docs/bench.md.
+"""

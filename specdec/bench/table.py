@@ -1,0 +1,71 @@
+"""The text table ``specdec bench`` prints: ``format_table(result)`` from the JSON-ready result of
+``specdec.bench.run.run_bench`` (columns defined in ``specdec/cli/bench_args.py``'s description and docs/bench.md).
+"""
+
+from __future__ import annotations
+
+
+def _f(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def format_table(result: dict) -> str:
+    """An aligned text table: our rows, then the HF rows, then the cost model per row."""
+    head = [
+        "row",
+        "tok/s med",
+        "tok/s agg",
+        "vs fastest",
+        "vs none",
+        "predicted",
+        "tau",
+        "alpha",
+        "alpha_i (1-4)",
+        "identical",
+    ]
+    lines = []
+    for name, d in list(result["methods"].items()) + list(result["hf"].items()):
+        alphas = " ".join(_f(a, ".2f") for a in (d.get("alpha_per_position") or [])[:4])
+        lines.append(
+            [
+                name,
+                _f(d["tokens_per_s_median"], ".1f"),
+                _f(d["tokens_per_s"], ".1f"),
+                _f(d.get("speedup_vs_fastest_plain"), ".2f") + "x",
+                _f(d["speedup"], ".2f") + "x",
+                _f(d.get("predicted_speedup"), ".2f"),
+                _f(d.get("tau"), ".2f"),
+                _f(d.get("alpha"), ".2f"),
+                alphas or "-",
+                f"{d['identical']}/{d['n_prompts']}",
+            ]
+        )
+    widths = [max(len(r[i]) for r in [head] + lines) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i in (0, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    out = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in lines]
+    cfg = result["config"]
+    target_ms = next(iter(result["methods"].values()))["target_ms"]
+    fastest = result.get("fastest_plain")
+    if fastest:
+        out.append(
+            f"\nvs fastest = tok/s agg / that of the fastest plain decoding in this run: "
+            f"{fastest['name']} at {_f(fastest['tokens_per_s'], '.1f')} tok/s"
+        )
+    out.append(
+        f"\n{cfg['n_prompts']} prompts x {cfg['max_new_tokens']} new tokens, temperature 0, "
+        f"{cfg['machine']['torch_threads']} torch threads; target forward {_f(target_ms, '.2f')} ms"
+    )
+    for name, d in result["methods"].items():
+        if name != "none":
+            out.append(
+                f"  {name}: k_mean {_f(d['k_mean'], '.2f')}  c {_f(d['c'], '.3f')}  "
+                f"r_score {_f(d['r_score'], '.2f')}  predicted (i.i.d., r=1) {_f(d['predicted_speedup_iid'], '.2f')}"
+                + (f"  plain steps by auto k {d['auto_plain_steps']}" if d.get("auto_plain_steps") else "")
+            )
+            if "accept_rate_per_depth" in d:
+                rates = " ".join(_f(a, ".2f") for a in d["accept_rate_per_depth"])
+                out.append(
+                    f"    tree: {_f(d['tree_nodes'], '.1f')} nodes per step, acceptance per depth "
+                    f"(accepted | depth reached) {rates or '-'}"
+                )
+    return "\n".join(out)

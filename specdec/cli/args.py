@@ -1,0 +1,68 @@
+"""Command-line pieces every subcommand shares: model and sampling flags, k, and loading the engine.
+
+Contract: importing this loads no torch (``specdec --help`` stays instant). ``add_model_args`` and
+``add_sampling_args`` add the shared flag groups; ``k_arg`` is the argparse type for one k and
+``k_list_arg`` for a comma list, both through ``specdec.core.config.parse_k`` (the one k rule);
+``methods_arg`` checks a comma list of method names against the registry; ``load_engine(args)`` is
+the one place a command line becomes an ``Engine`` (the shipped models unless told otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specdec.core.config import ConfigError, parse_k
+from specdec.core.methods import NAMES
+from specdec.paths import ASSETS, DEFAULT_PROMPTS  # noqa: F401
+
+
+def k_arg(value: str):
+    try:
+        return parse_k(value)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def k_list_arg(value: str) -> list:
+    return list(dict.fromkeys(k_arg(part) for part in value.split(",")))
+
+
+def methods_arg(value: str) -> list[str]:
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    bad = [m for m in names if m not in NAMES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"methods must be a comma list of {', '.join(NAMES)}; got {value!r}")
+    return list(dict.fromkeys(names))
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("models (the shipped ones are tiny and trained here: see assets/*/README.md)")
+    g.add_argument("--target", type=Path, default=None, help="target model folder (default: the shipped assets/target)")
+    g.add_argument("--draft", type=Path, default=None, help="draft model folder (default: the shipped assets/draft)")
+    g.add_argument("--no-draft", action="store_true", help="load no draft model (method draft unavailable)")
+    g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    g.add_argument(
+        "--dtype", default="auto", help="float32, float64, bfloat16, float16 or auto (fp32 on CPU, bf16 on CUDA)"
+    )
+    g.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="time the engine's speed paths again at load instead of reading the cached timings "
+        "(the cache lives in ~/.cache/specdec; specdec/fast/calibrate.py)",
+    )
+
+
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling (applied identically to p and q)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (1 = off)")
+    g.add_argument("--seed", type=int, default=None, help="seed for reproducible sampling")
+
+
+def load_engine(args: argparse.Namespace):
+    """The engine the flags name, calibrated (specdec/engine/load.py)."""
+    from specdec.engine.load import engine_from_args
+
+    return engine_from_args(args)

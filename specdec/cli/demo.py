@@ -1,0 +1,61 @@
+"""Serve the browser demo: live token fates, acceptance plots, a race against the baseline, theory.
+
+Contract: ``add_arguments(parser)`` adds --host/--port and the model options; ``run(args)`` loads
+the models once (never at import), prints the URL and serves until interrupted. gradio and torch
+are imported inside ``run`` so ``specdec --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+EPILOG = """views:
+  Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots
+  Step      one verification step at a time with the verifier's record (p, q, u, verdict, residual)
+  Race      the baseline and a method, repeated with alternating sides: median speedup and its spread
+  Teach     the speedup equation with sliders, and rejection sampling checked by Monte Carlo
+
+API: a streaming endpoint /generate (prompt, method, k, temperature, max_new_tokens, seed); see docs/demo.md.
+
+examples:
+  specdec demo                              # http://127.0.0.1:7860
+  specdec demo --port 8080 --host 0.0.0.0   # listen on every interface (mind who can reach it)
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from specdec.cli.args import add_model_args
+    from specdec.cli.batch_args import add_batch_args
+
+    parser.epilog = EPILOG
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
+    parser.add_argument("--port", type=int, default=7860, help="port to listen on (default: 7860)")
+    add_batch_args(parser)
+    add_model_args(parser)
+    from specdec.cli.backend_arg import add_backend_arg
+
+    add_backend_arg(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from specdec.cli.args import load_engine
+    from specdec.cli.backend_arg import backend_for
+    from specdec.cli.batch_args import check_batch_args, make_backend
+
+    check_batch_args(args)
+    backend = backend_for(args, lambda: make_backend(args, load_engine(args)))
+    from specdec.demo.layout import launch_demo
+
+    where = backend.describe() if hasattr(backend, "describe") else "the embedded engine"
+    print(f"specdec demo: on {where} (methods: {', '.join(backend.methods)}); starting the server ...", flush=True)
+    demo, _ = launch_demo(backend, args.host, args.port, prevent_thread_lock=True, quiet=True)
+    print(f"specdec demo: open http://{args.host}:{demo.server_port}/  (Ctrl+C to stop)", flush=True)
+    try:
+        demo.block_thread()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        demo.close()
+    return 0

@@ -1,0 +1,321 @@
+"""The ``specdec`` command line: generate, bench, train, and the front ends (demo, serve, lsp).
+
+Contract: every subcommand imports its heavy dependencies lazily (``specdec --help`` loads no
+model and no torch); bad settings and unusable model folders end with a one-line error and exit
+status 2, never a traceback from deep inside torch. Method names and descriptions come from the
+registry (``specdec/core/methods.py``), shared flags and engine loading from ``specdec/cli/args.py``; the
+benchmark, sweep and training subcommands live in ``tools/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specdec.cli.args import add_model_args, add_sampling_args, load_engine
+from specdec.core.config import K_MAX
+from specdec.core.methods import NAMES, describe
+
+EPILOG = """examples:
+  specdec generate "def fibonacci(n):" --method draft --k auto
+  specdec generate --prompt-file x.py --method lookup --json
+  specdec bench --prompts assets/prompts/code.jsonl --methods none,draft,lookup --compare-hf
+  specdec train            # re-train the shipped models (resumable; hours on a CPU: docs/training.md)
+  specdec train medusa     # train the Medusa heads on the frozen target (then: specdec train eagle)
+"""
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from specdec.cli.render import ansi_piece, legend, stats_line
+    from specdec.core.config import ConfigError, GenerateSpec, SamplingParams, parse_k
+
+    prompt = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else args.prompt
+    if prompt is None:
+        raise SystemExit("specdec generate: give a PROMPT or --prompt-file")
+    if not prompt:
+        raise ConfigError("the prompt is empty")
+    spec = GenerateSpec(
+        method=args.method,
+        k=parse_k(args.k),
+        max_new_tokens=args.max_new_tokens,
+        confidence=args.confidence,
+        sampling=SamplingParams(args.temperature, args.top_k, args.top_p, args.seed),
+    )
+    if args.backend:  # a remote server (specdec/cli/backend_arg.py): the same events through the Backend seam
+        from specdec.cli.backend_arg import remote_events
+
+        events = remote_events(args, prompt, spec)
+    else:
+        engine = load_engine(args)
+        events = None if args.json else engine.stream(prompt, spec)
+    if args.json:
+        res = engine.generate(prompt, spec).to_dict() if events is None else _result(list(events))
+        print(json.dumps(res))
+        return 0
+    colour = sys.stdout.isatty() and not args.no_colour
+    if colour:
+        print(legend(), file=sys.stderr)
+    sys.stdout.write(prompt)
+    stats = None
+    for ev in events:
+        text = "".join(ansi_piece(pc) if colour else (pc.text if pc.emitted else "") for pc in ev.pieces)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        stats = ev.stats
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    if stats is not None:
+        print(stats_line(stats), file=sys.stderr)
+    return 0
+
+
+def _result(events) -> dict:
+    tokens = [t for ev in events for t in ev.token_ids]
+    last = events[-1] if events else None
+    stats = last.stats.to_dict() if last else None
+    return {"tokens": tokens, "text": "".join(ev.text for ev in events), "stats": stats, "stop": last and last.stop}
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.backend:  # our engine and a remote server side by side (specdec/bench/remote.py)
+        from specdec.bench.remote import main as bench_main
+    elif args.concurrency:
+        from specdec.bench.concurrency import main as bench_main
+    else:
+        from specdec.bench.run import main as bench_main
+
+    return bench_main(args)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    if args.what in ("medusa", "eagle"):
+        from specdec.training.heads_train import HeadsOptions, train_eagle, train_medusa
+
+        opt = HeadsOptions(
+            out=args.out,
+            work=args.work,
+            cache=args.cache,
+            target=args.target or args.out / "target",
+            steps=args.steps or 3000,
+            batch=args.batch,
+            nodes=args.nodes,
+            n_heads=args.n_heads,
+            node_cost=args.node_cost,
+            head_cost=args.head_cost,
+            lr=args.lr,
+            corpus_windows=args.corpus_windows,
+            greedy_windows=args.greedy_windows,
+        )
+        (train_medusa if args.what == "medusa" else train_eagle)(opt)
+        return 0
+    from specdec.training.run import TrainOptions, train_all
+
+    opt = TrainOptions(
+        out=args.out,
+        work=args.work,
+        steps=args.steps or 2600,
+        distill_steps=args.distill_steps,
+        greedy_steps=args.greedy_steps,
+        compile=not args.no_compile,
+        vocab_size=args.vocab_size,
+    )
+    train_all(opt)
+    return 0
+
+
+TRAIN_EPILOG = """what:
+  models   tokenizer, target and distilled draft (the default; docs/training.md says how long it took)
+  medusa   Medusa heads on the frozen target, self-distilled on its own greedy continuations and
+           distributions; picks the candidate tree from held-out per-head top-k accuracy
+  eagle    the EAGLE draft layer (target feature + next-token embedding -> next feature)
+Heads read the base training's token arrays from --work (re-encoding the corpus when they are
+absent), keep features and resumable checkpoints in --cache, and write assets/medusa or
+assets/eagle (fp16 safetensors, config.json, card.json, README.md; Medusa also tree.json).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="specdec",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Exact speculative decoding: a small draft (or the context itself) "
+        "proposes tokens, the target verifies them in one forward pass, and "
+        "rejection sampling keeps the output distribution the target's.",
+        epilog=EPILOG,
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser(
+        "generate", help="generate text, each token coloured by its fate", formatter_class=argparse.RawTextHelpFormatter
+    )
+    g.add_argument("prompt", nargs="?", help="the prompt text")
+    g.add_argument("--prompt-file", help="read the prompt from a file")
+    g.add_argument(
+        "--method",
+        default="draft",
+        choices=list(NAMES),
+        help="the drafting method (medusa and eagle need their head folders next to the target):\n" + describe(),
+    )
+    g.add_argument(
+        "--k",
+        default="auto",
+        help=f"draft tokens per step, 1-{K_MAX}, or auto (adaptive); medusa/eagle: most tree nodes "
+        "per step (auto = the trained tree / budget)",
+    )
+    g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument(
+        "--confidence",
+        type=float,
+        default=0.2,
+        help="draft method: stop drafting where the draft's top probability is below this "
+        "(0 = always k tokens; exactness does not depend on it)",
+    )
+    g.add_argument("--json", action="store_true", help='print {"tokens", "text", "stats"} as one JSON object')
+    g.add_argument("--no-colour", action="store_true", help="plain text even in a terminal")
+    add_sampling_args(g)
+    add_model_args(g)
+    from specdec.cli.backend_arg import add_backend_arg
+
+    add_backend_arg(g)
+    g.set_defaults(func=cmd_generate)
+    from specdec.cli.bench_args import add_bench_parser
+
+    add_bench_parser(sub).set_defaults(func=cmd_bench)
+    t = sub.add_parser(
+        "train",
+        help="re-train the shipped models or draft heads (resumable)",
+        description="Re-train the shipped models (tokenizer, target, draft) or the draft heads "
+        "(Medusa, EAGLE) on the frozen target. Every stage is resumable.",
+        epilog=TRAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    t.add_argument(
+        "what",
+        nargs="?",
+        default="models",
+        choices=["models", "medusa", "eagle"],
+        help="what to train (default: models)",
+    )
+    t.add_argument("--out", type=Path, default=Path("assets"), help="where the model folders go (default: assets)")
+    t.add_argument(
+        "--work",
+        type=Path,
+        default=Path(".cache/specdec-train"),
+        help="checkpoints and token arrays of the base training (heads read its token arrays)",
+    )
+    t.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="models: target+draft steps of 8 x 512 tokens (default 2600); heads: optimiser steps "
+        "of --batch positions (default 3000)",
+    )
+    t.add_argument(
+        "--distill-steps",
+        type=int,
+        default=3400,
+        help="models: extra draft-only distillation steps of 8 x 512 tokens (default 3400)",
+    )
+    t.add_argument(
+        "--greedy-steps",
+        type=int,
+        default=400,
+        help="models: then fine-tune the draft on the target's own greedy continuations for this "
+        "many steps of 8 x 256 tokens (default 400; 0 skips)",
+    )
+    t.add_argument("--vocab-size", type=int, default=4096, help="models: tokenizer vocabulary")
+    t.add_argument("--no-compile", action="store_true", help="models: skip torch.compile (slower, starts faster)")
+    h = t.add_argument_group("draft heads (medusa, eagle)")
+    h.add_argument("--target", type=Path, default=None, help="the frozen target (default: OUT/target)")
+    h.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(".cache/specdec-heads"),
+        help="target features and resumable head checkpoints (default: .cache/specdec-heads)",
+    )
+    h.add_argument("--batch", type=int, default=1024, help="heads: token positions per step (default 1024)")
+    h.add_argument("--lr", type=float, default=1e-3, help="heads: peak learning rate (default 1e-3)")
+    h.add_argument(
+        "--corpus-windows",
+        type=int,
+        default=3072,
+        help="heads: training windows of 256 corpus tokens labelled by the target (default 3072)",
+    )
+    h.add_argument(
+        "--greedy-windows",
+        type=int,
+        default=768,
+        help="heads: training windows of 128 corpus tokens + 128 of the target's greedy continuation (default 768)",
+    )
+    h.add_argument("--n-heads", type=int, default=4, help="medusa: number of heads (default 4)")
+    h.add_argument("--nodes", type=int, default=24, help="medusa: node budget of the candidate tree (default 24)")
+    h.add_argument(
+        "--node-cost",
+        type=float,
+        default=0.03,
+        help="medusa: extra verification cost of one more tree node relative to a decoding step "
+        "(default 0.03; measure yours as docs/heads.md shows; 0 = nodes are free)",
+    )
+    h.add_argument(
+        "--head-cost",
+        type=float,
+        default=0.065,
+        help="medusa: cost of computing one more head relative to a decoding step (default "
+        "0.065). The tree is cut where the predicted speedup (1 + E[accepted]) / (1 + node "
+        "cost x nodes + head cost x depth) peaks; both 0 = always use the whole --nodes budget",
+    )
+    t.set_defaults(func=cmd_train)
+    for name, module, help_text in FRONT_ENDS:
+        _add_front_end(sub, name, module, help_text)
+    return p
+
+
+# Subcommands in modules of their own with ``add_arguments(parser)`` and ``run(args) -> int``. Those
+# modules import nothing heavy at module level (gradio, websockets, pygls and torch load inside
+# ``run``), so ``specdec --help`` stays fast.
+FRONT_ENDS: list[tuple[str, str, str]] = [
+    ("demo", "specdec.cli.demo", "the browser demo: live token fates, acceptance plots, race, theory"),
+    (
+        "serve",
+        "specdec.cli.serve",
+        "the streaming server: WebSocket (token fates) and OpenAI-compatible /v1/completions",
+    ),
+    ("lsp", "specdec.cli.lsp", "the language server: speculative code completion for editors"),
+    ("sweep", "specdec.cli.sweep", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
+    ("export", "specdec.cli.export", "export the models and heads for another serving engine (vLLM)"),
+    ("vllm", "specdec.cli.vllm", "set up and start a vLLM server on the exported models (its own venv)"),
+]
+
+
+def _add_front_end(sub, name: str, module: str, help_text: str) -> None:
+    import importlib
+
+    mod = importlib.import_module(module)
+    fp = sub.add_parser(
+        name,
+        help=help_text,
+        description=(mod.__doc__ or help_text).strip().splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mod.add_arguments(fp)
+    fp.set_defaults(func=mod.run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from specdec.core.config import ConfigError
+    from specdec.models.loading import ModelLoadError
+
+    try:
+        return args.func(args)
+    except (ConfigError, ModelLoadError, FileNotFoundError) as e:
+        print(f"specdec {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `specdec generate ... | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Serve live token fates over WebSockets (protocol v1, docs/websocket.md) from one engine.
+
+Contract: ``add_arguments(parser)`` declares the options and imports nothing heavy; ``run(args)``
+loads the engine, prints one ``listening on ws://HOST:PORT`` line to stdout once the socket is
+bound (``--port 0`` picks a free port), serves until SIGINT or SIGTERM, then shuts down
+gracefully (running requests end with stop ``shutdown``) and returns 0. It also serves
+OpenAI-compatible ``/v1/completions`` (``specdec/server/openai_api.py``) on ``--openai-port`` (default: the
+WebSocket port + 1; any free port with ``--port 0``; -2 = off) and prints a second line with its URL.
+``--backend URL`` serves from a remote OpenAI-compatible server instead of the embedded engine. Bad settings raise
+ConfigError (one-line error, exit 2). A non-loopback host without a token prints a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+
+TOKEN_ENV = "SPECDEC_TOKEN"
+EPILOG = f"""examples:
+  specdec serve                                  # ws://127.0.0.1:8765, no token
+  SPECDEC_TOKEN=s3cret specdec serve --port 9000 # clients send Authorization: Bearer s3cret (or ?token=s3cret)
+  specdec serve --allow-origin http://localhost:8000 --max-queue 4
+then open assets/web/stream.html in a browser, or from Python:
+  from websockets.sync.client import connect
+  with connect("ws://127.0.0.1:8765") as ws:
+      print(ws.recv())                                    # hello: protocol, methods, limits
+      ws.send('{{"type": "generate", "id": "a", "prompt": "def f(x):", "max_new_tokens": 32}}')
+      for msg in ws:                                      # start, step..., done
+          print(msg)
+          if msg.startswith('{{"type":"done"'): break
+
+the protocol (client: generate, cancel; server: hello, start, step, done, error) is in docs/websocket.md.
+the token may also come from the {TOKEN_ENV} environment variable.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from specdec.cli.args import add_model_args
+    from specdec.cli.batch_args import add_batch_args
+
+    p.epilog = EPILOG
+    g = p.add_argument_group("network and security")
+    g.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
+    g.add_argument("--port", type=int, default=8765, help="TCP port (default: 8765; 0 = any free port)")
+    g.add_argument(
+        "--token", default=None, help=f"require this token from every client (default: ${TOKEN_ENV} if set, else none)"
+    )
+    g.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="accept browser clients only from this Origin (repeatable, e.g. http://localhost:8000); "
+        "clients that send no Origin header are always accepted",
+    )
+    g.add_argument(
+        "--openai-port",
+        type=int,
+        default=-1,
+        help="also serve OpenAI-compatible /v1/completions over HTTP on this port (default: --port + 1, "
+        "any free port when --port is 0; -2 = off)",
+    )
+    lim = p.add_argument_group("limits (each refusal is an error message, never a crash)")
+    lim.add_argument(
+        "--max-queue",
+        type=int,
+        default=16,
+        help="requests waiting behind the running one, over all connections; more get 'busy'",
+    )
+    lim.add_argument("--max-new-tokens", type=int, default=512, help="largest max_new_tokens a request may ask")
+    lim.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="longest prompt in tokens (default and upper bound: the model's context - 1)",
+    )
+    lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
+    add_batch_args(p)
+    add_model_args(p)
+    from specdec.cli.backend_arg import add_backend_arg
+
+    add_backend_arg(p)
+
+
+def warnings_for(host: str, token: str | None) -> list[str]:
+    """What to warn about before serving: a non-loopback bind without a token."""
+    if token or _loopback(host):
+        return []
+    return [
+        f"warning: binding {host!r} (reachable from other machines) without a token; anyone who can reach "
+        f"this port can use the model. Pass --token or set {TOKEN_ENV}."
+    ]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse bad settings before any model is loaded."""
+    from specdec.core.config import ConfigError
+
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
+    for name in ("max_queue", "max_new_tokens", "max_message_bytes"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
+        raise ConfigError(f"--max-prompt-tokens must be >= 1, got {args.max_prompt_tokens}")
+
+
+def limits_for(args: argparse.Namespace, context: int):
+    from specdec.core.config import ConfigError
+    from specdec.server.ws_protocol import Limits
+
+    prompt_cap = context - 1 if args.max_prompt_tokens is None else args.max_prompt_tokens
+    if not 1 <= prompt_cap <= context - 1:
+        raise ConfigError(
+            f"--max-prompt-tokens must be in [1, {context - 1}] (the context is {context}), got {prompt_cap}"
+        )
+    return Limits(
+        max_message_bytes=args.max_message_bytes,
+        max_prompt_tokens=prompt_cap,
+        max_new_tokens=args.max_new_tokens,
+        max_queue=args.max_queue,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import signal
+
+    from specdec.cli.args import load_engine
+    from specdec.cli.backend_arg import backend_for
+    from specdec.cli.batch_args import check_batch_args, make_backend
+    from specdec.core.config import ConfigError
+    from specdec.server.openai_api import OpenAIServer
+    from specdec.server.ws_protocol import PROTOCOL_VERSION
+    from specdec.server.ws_server import ServerConfig, StreamServer
+
+    check_args(args)
+    check_batch_args(args)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    for line in warnings_for(args.host, token):
+        print(line, file=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        backend = backend_for(args, lambda: make_backend(args, load_engine(args), max_queue=args.max_queue))
+    except KeyboardInterrupt:
+        return 130
+    config = ServerConfig(
+        args.host, args.port, token, tuple(args.allow_origin), limits_for(args, backend.limits.context)
+    )
+    server = StreamServer(backend, config)
+    openai = None
+
+    def ready(port: int) -> None:
+        nonlocal openai
+        print(
+            f"specdec serve: listening on ws://{args.host}:{port} (protocol {PROTOCOL_VERSION}, methods "
+            f"{', '.join(backend.methods)}{', token required' if token else ''})",
+            flush=True,
+        )
+        if args.openai_port != -2:
+            oport = args.openai_port if args.openai_port >= 0 else (port + 1 if args.port else 0)
+            openai = OpenAIServer(backend, config.limits, args.host, oport, token).start()
+            print(f"specdec serve: OpenAI-compatible API on {openai.url}/v1 (model 'specdec')", flush=True)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await server.run(stop, ready)
+
+    try:
+        asyncio.run(main())
+    except OSError as e:  # e.g. the port is taken
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
+        return 130
+    finally:
+        if openai is not None:
+            openai.stop()
+    print("specdec serve: stopped", file=sys.stderr)
+    return 0

@@ -1,0 +1,77 @@
+"""The proposer interface: ``propose(ctx) -> Draft``, two optional catch-up hooks, and ``NoDraft``.
+
+Why in the algorithm layer: step 1 of the loop is this call, and the baseline (an empty draft,
+invariant I2) is part of the algorithm; the proposers themselves live in ``specdec/proposers/``.
+
+Contract: a proposer sees the committed tokens (the last one is pending, not yet in the target's
+cache), this request's settings (``ctx.spec``: method, k, confidence, n-gram bounds, sampling) with
+the registry's resolved cap on draft size (``ctx.k_max``: k, or the method's default for
+``k = "auto"``; None = the method's own trained budget), the room left (``ctx.budget``), the
+request's generator, the target's hidden states from the last step, and extra token sequences
+prompt lookup may copy from (``ctx.corpus``). It returns a ``Draft`` of at most ``ctx.budget``
+nodes whose ``q`` is exactly the distribution its tokens were sampled from after ``to_probs``
+with the same parameters (invariant I3), or None for a deterministic draft.
+
+Optional hooks, for a proposer with a cache of its own that must follow the committed tokens
+(the draft model): ``behind(tokens) -> int`` (how many of ``tokens`` its cache would have to be
+fed) and ``catch_up(tokens) -> int`` (feed them now; how many it fed). The engine calls them right
+after the target's prefill (``specdec/proposers/draft_warm.py``); a proposer without them is left alone.
+Neither changes what ``propose`` returns for given tokens, only when the feeding is paid. Such a
+proposer may also keep its cache per document and offer ``drop_prefix(ids)`` (drop the kept cache
+of a closed document whose last prompt was ``ids``; the in-process backend calls it).
+
+Why settings travel in the context: one proposer object serves every request of an engine (it
+holds a model and caches), so nothing per request may be written onto it. Proposers keep only
+state that is a function of the committed tokens (caches, acceptance estimates), resynchronised by
+longest common prefix on every call: the engine never calls commit or rollback on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.core.tree import Draft
+
+
+@dataclass(frozen=True)
+class Context:
+    tokens: list[int]
+    spec: GenerateSpec
+    budget: int
+    k_max: int | None = None
+    generator: torch.Generator | None = None
+    hidden: torch.Tensor | None = None
+    target_ms: float | None = None
+    corpus: Sequence = ()
+
+    @property
+    def params(self) -> SamplingParams:
+        return self.spec.sampling
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, ctx: Context) -> Draft: ...
+
+
+class CatchesUp(Protocol):
+    """The optional hooks of a proposer with a cache of its own (see the module docstring)."""
+
+    def behind(self, tokens: list[int]) -> int: ...
+
+    def catch_up(self, tokens: list[int]) -> int: ...
+
+
+class NoDraft:
+    """The baseline: an empty draft makes every step a plain decoding step (invariant I2)."""
+
+    name = "none"
+
+    def propose(self, ctx: Context) -> Draft:
+        return Draft.empty()

@@ -1,0 +1,244 @@
+"""Event handlers of the demo: thin functions from widget values to rendered outputs.
+
+Contract: ``Handlers(backend)`` holds the one process-wide ``specdec.serving.backend.Backend`` and nothing
+per user; every per-user value arrives as an argument (the session's ``DemoSession`` from
+``gr.State``). Each run is one request to the backend (``demo_runs.Run``: cancelled on Stop or
+when gradio closes the handler). Bad settings
+raise ``gr.Error`` with the engine's ConfigError message, so the page shows it and the server
+keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_payload`` dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import gradio as gr
+
+from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.demo import charts as C
+from specdec.demo import race as RC
+from specdec.demo import render as R
+from specdec.demo import stats as S
+from specdec.demo import stream as ST
+from specdec.demo import teach as T
+from specdec.demo.runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
+from specdec.serving.backend import Busy
+
+RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run keeps the page responsive
+
+
+log = logging.getLogger("specdec.demo")
+
+
+def page_error(e: Exception) -> gr.Error:
+    """The page's (or API's) error for bad input or a full queue: one warning line in the server log,
+    no traceback (gradio prints one for every error unless told not to)."""
+    log.warning("refused: %s", e)
+    title = "Busy" if isinstance(e, Busy) else "Invalid setting"
+    return gr.Error(str(e), title=title, print_exception=False)
+
+
+_page_error = page_error
+
+
+class Handlers:
+    def __init__(self, backend) -> None:
+        self.backend = backend
+
+    # -- Generate ------------------------------------------------------------------------------
+    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec, run: str) -> tuple:
+        """The Generate view's outputs: the stream (appended to in the page, specdec/demo/stream.py), the
+        live numbers, and the charts (small inline SVG, specdec/demo/charts.py)."""
+        note = S.method_note(spec.method, spec.k, spec.confidence, t) + S.position_counts(t.stats)
+        return ST.stream_value(t, status, run), R.stats_html(t.stats) + note, C.charts_html(t)
+
+    def generate(
+        self,
+        prompt: str,
+        method: str,
+        k: Any,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: Any,
+        seed: Any,
+        session: DemoSession,
+    ) -> Iterator[tuple]:
+        try:
+            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
+            prompt = check_prompt(prompt)
+        except ConfigError as e:
+            raise _page_error(e) from None
+        t, name = R.Transcript(prompt=prompt), ST.new_run()
+        yield self._views(t, f"running {method} ...", spec, name)
+        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
+        try:
+            for batch in run.batches():
+                t.extend(batch)
+                if t.steps:
+                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec, name)
+                else:  # the backend holds it until the request before it ends; Stop still acts
+                    queued = f"{method}: waiting in the engine's queue (another request is decoding)"
+                    yield self._views(t, queued, spec, name)
+        except (ConfigError, Busy) as e:
+            raise _page_error(e) from None
+        s = t.stats
+        session.runs.append(
+            RunRecord(
+                method,
+                str(spec.k),
+                s.alpha if s else None,
+                s.tau if s else None,
+                s.tokens_per_s if s else None,
+                c=R.cost_ratio(t),
+            )
+        )
+        end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
+        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens", spec, name)
+
+    def stop(self, session: DemoSession) -> None:
+        session.stop.set()
+
+    def arm(self, session: DemoSession) -> None:
+        """Clear the session's Stop, unqueued, the moment Run (or Race) is clicked: a Stop pressed
+        after this reaches the run in every state, waiting in gradio's queue, in the engine's queue,
+        prefilling or decoding (the run itself never clears it)."""
+        session.stop.clear()
+
+    def api_generate(
+        self,
+        prompt: str,
+        method: str = "draft",
+        k: int | str = "auto",
+        temperature: float = 0.0,
+        max_new_tokens: int = 64,
+        seed: int | None = None,
+        top_p: float = 1.0,
+    ) -> Iterator[dict[str, Any]]:
+        """Stream one generation. Every update is {"pieces": [{"text", "kind", "token_id", "step",
+        "position", "p", "q"}], "text", "tokens", "stats", "step", "stop", "done"} with all pieces so
+        far; the last one has done = true."""
+        try:
+            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
+            prompt = check_prompt(prompt)
+        except (ConfigError, TypeError) as e:
+            raise page_error(e) from None
+        t = R.Transcript(prompt=prompt)
+        try:
+            for batch in Run(self.backend, prompt, spec).batches():
+                t.extend(batch)
+                yield R.api_payload(t, done=False)
+        except (ConfigError, Busy) as e:
+            raise page_error(e) from None
+        yield R.api_payload(t, done=True)
+
+    # -- Race ----------------------------------------------------------------------------------
+    def race(
+        self,
+        prompt: str,
+        method: str,
+        k: Any,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: Any,
+        seed: Any,
+        repeats: Any,
+        session: DemoSession,
+    ) -> Iterator[tuple[str, str, str]]:
+        """Both sides streamed live; see specdec/demo/race.py for the plan and the statistics."""
+        try:
+            RC.check_race(method)
+            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
+            prompt = check_prompt(prompt)
+        except ConfigError as e:
+            raise _page_error(e) from None
+        base = GenerateSpec(
+            method="none",
+            max_new_tokens=spec.max_new_tokens,
+            sampling=SamplingParams(temperature, top_p=top_p, seed=spec.sampling.seed),
+        )
+        label = f"{method}, k={spec.k}"
+        tps: dict[str, list[float]] = {"base": [], "method": []}
+        live = {"base": R.Transcript(prompt=prompt), "method": R.Transcript(prompt=prompt)}
+        names = {"base": ST.new_run(), "method": ST.new_run()}  # a new stream per run of a side
+        done: dict[str, R.Transcript] = {}
+        repeats = max(1, min(RC.MAX_REPEATS, int(repeats or RC.DEFAULT_REPEATS)))
+        yield (*self._race_cols(live, names, tps, label), "warming up ...")
+        for sp in (base, spec):  # untimed: first calls pay for allocations the timed runs should not
+            run_to_end(self.backend, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
+        for r, side in RC.race_plan(repeats):
+            if session.stop.is_set():
+                break
+            t = live[side] = R.Transcript(prompt=prompt)
+            names[side] = ST.new_run()
+            run = Run(self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1)
+            note = f"run {r + 1}/{repeats}: {'none' if side == 'base' else label} ..."
+            try:
+                for batch in run.batches():
+                    t.extend(batch)
+                    yield (*self._race_cols(live, names, tps, label), note)
+            except (ConfigError, Busy) as e:
+                raise _page_error(e) from None
+            if run.stopped_early or t.stats is None or not t.stats.tokens_per_s:
+                break
+            tps[side].append(t.stats.tokens_per_s)
+            done[side] = t
+        ups = RC.speedups(tps["base"], tps["method"])
+        if not ups:
+            yield (*self._race_cols(live, names, tps, label), "stopped by you")
+            return
+        yield (*self._race_cols(live, names, tps, label), self._race_summary(done, tps, ups, spec, session))
+
+    def _race_cols(self, live: dict[str, R.Transcript], names: dict[str, str], tps: dict[str, list[float]], label: str):
+        """The two sides' stream values (specdec/demo/stream.py), the side's title and timing as head."""
+        cols = []
+        for side, name in (("base", "baseline (none)"), ("method", label)):
+            t, runs = live[side], tps[side]
+            speed = (
+                f"{statistics.median(runs):.1f} tokens/s (median of {len(runs)}: "
+                + ", ".join(f"{x:.0f}" for x in runs)
+                + ")"
+                if runs
+                else "timing ..."
+            )
+            st = t.stats
+            tau, alpha = R.num(st and st.tau, ".2f"), R.num(st and st.alpha, ".2f")
+            meta = f'<div class="sd-race-meta" data-runs="{len(runs)}">{speed} · tau {tau} · alpha {alpha}</div>'
+            cols.append(ST.stream_value(t, "", names[side], head=f"<h4>{name}</h4>{meta}"))
+        return cols[0], cols[1]
+
+    def _race_summary(self, done, tps, ups: list[float], spec: GenerateSpec, session: DemoSession) -> str:
+        sm = RC.summary(ups)
+        b, m = done["base"], done["method"]
+        same, sentence = R.race_verdict(b.token_ids, m.token_ids, spec.sampling.temperature)
+        s = m.stats
+        c = R.cost_ratio(m)
+        session.runs.append(
+            RunRecord(spec.method, str(spec.k), s.alpha, s.tau, statistics.median(tps["method"]), sm.median, c)
+        )
+        c_txt = f" Measured c ~ {c:.2f}." if c is not None else ""
+        return (
+            f"{sm.sentence()} Tokens/s on the engine's clock (prefill and steps, not the page), sides "
+            f"alternating which runs first.{c_txt} {sentence}"
+        )
+
+    # -- Teach ---------------------------------------------------------------------------------
+    def theory(self, alpha: float, k: Any, c: float, session: DemoSession):
+        k = int(k)
+        return T.theory_figure(alpha, k, c, session.runs), T.theory_text(alpha, k, c)
+
+    def monte_carlo(self, p_text: str, q_text: str, n: Any, seed: Any):
+        try:
+            p = T.parse_weights(p_text, "p")
+            q = T.parse_weights(q_text, "q")
+            n = int(n)
+            if not 10 <= n <= 100_000:
+                raise ConfigError(f"draws must be in [10, 100000], got {n}")
+            states = T.monte_carlo(p, q, n, int(seed or 0))
+            for state in states:
+                yield T.mc_figure(state, p, q), T.mc_text(state, p, q)
+        except ConfigError as e:
+            raise _page_error(e) from None

@@ -1,0 +1,84 @@
+"""The Race view: the baseline against a method, repeated, alternating sides, reported with its spread.
+
+Contract:
+- ``race_plan(repeats)`` is the order of the timed runs: repeat r runs (none, method) when r is even
+  and (method, none) when odd, so neither side always runs first (a warm cache or a neighbour's
+  burst of work on a shared machine would otherwise favour one side).
+- ``speedups(tps)`` pairs the r-th runs of each side: speedup_r = tokens/s of the method / tokens/s
+  of the baseline; ``summary(ups)`` gives the median and the spread (max - min) and says whether the
+  spread is larger than the difference |median - 1|, in which case the race cannot tell the two
+  apart and the page says so instead of printing a bold speedup.
+- Speed is the engine's own clock (``Stats.elapsed_s`` of the last step: prefill and every step,
+  not the time the page took to pull the stream), so streaming both sides live costs them nothing.
+- ``check_race(method)`` refuses ``none`` against ``none`` (it would time noise against noise).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from specdec.core.config import ConfigError
+
+BASE = "none"
+DEFAULT_REPEATS = 3
+MAX_REPEATS = 9
+
+
+def check_race(method: str) -> None:
+    if method == BASE:
+        raise ConfigError(
+            "race a speculative method against the baseline: none against none would only time noise "
+            "against noise (pick draft, lookup, medusa or eagle)"
+        )
+
+
+def race_plan(repeats: int) -> list[tuple[int, str]]:
+    """[(repeat, side)] with side "base" or "method", alternating which side runs first."""
+    plan = []
+    for r in range(repeats):
+        sides = ("base", "method") if r % 2 == 0 else ("method", "base")
+        plan += [(r, side) for side in sides]
+    return plan
+
+
+def speedups(base_tps: list[float], method_tps: list[float]) -> list[float]:
+    return [m / b for b, m in zip(base_tps, method_tps) if b > 0]
+
+
+@dataclass(frozen=True)
+class Summary:
+    median: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def spread(self) -> float:
+        return self.high - self.low
+
+    @property
+    def conclusive(self) -> bool:
+        """The spread of the paired speedups is smaller than their median's distance from 1."""
+        return self.n >= 2 and self.spread < abs(self.median - 1.0)
+
+    def sentence(self) -> str:
+        where = "faster" if self.median > 1 else "slower"
+        head = (
+            f"speedup {self.median:.2f}x (median of {self.n} paired runs, spread {self.low:.2f}x to {self.high:.2f}x)"
+        )
+        if self.n < 2:
+            return f"{head}. One repeat has no spread: this number may be noise; raise the repeats."
+        if not self.conclusive:
+            return (
+                f"{head}. **Warning: the spread ({self.spread:.2f}) is larger than the difference from 1x "
+                f"({abs(self.median - 1):.2f}): this race cannot tell the two apart.** Raise the repeats "
+                "or the number of tokens; the machine may be busy."
+            )
+        return f"**{head}**: the method is {where} than the baseline beyond the spread of these runs."
+
+
+def summary(ups: list[float]) -> Summary:
+    if not ups:
+        raise ValueError("no paired runs")
+    return Summary(statistics.median(ups), min(ups), max(ups), len(ups))

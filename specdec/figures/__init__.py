@@ -1,0 +1,5 @@
+"""Figures as SVG strings, pure Python with no dependency: shared by the bench and the demo.
+
+Contract: ``svgplot`` draws line charts; ``concurrency.chart`` the concurrency bench's figure. No
+torch, no I/O: callers write or serve the strings. Imports nothing else of the package.
+"""

@@ -1,0 +1,68 @@
+"""The target's lean forward: a plain Llama decoder run as ``lean.FusedLayer`` bodies, no modules.
+
+Why: the shipped target is small, so a transformers forward spends about as long in Python module
+dispatch, config lookups, mask building and per-layer RoPE as in its matmuls (docs/bench.md has the
+figures). Running the same weights through the fused layer body the lean draft and EAGLE use cuts
+the plain step, which every method pays once per step. Calibration (``specdec/fast/calibrate.py``) times
+it against transformers' forward on the running machine and keeps the faster.
+
+Contract:
+- ``LeanTarget.supports(model)`` is ``LeanLlama.supports`` (plain Llama: no biases, default RoPE,
+  SiLU); anything else keeps transformers' forward.
+- ``hidden(cache, ids, positions, mask)`` is what ``model.get_decoder()(...).last_hidden_state[0]``
+  returns for the same arguments, to float tolerance: ``ids`` [T] long, ``positions`` [T] long
+  (any order: tree nodes share depths), ``mask`` None (causal among the T tokens) or the additive
+  tree mask [1, 1, T, L + T] of ``tree.tree_attention_mask``. Keys and values are written into
+  the same ``cache`` (``specdec/models/cache.py``'s growing layers) at slots [L, L + T), so truncation,
+  ``keep`` and prefix reuse work unchanged whichever forward wrote them.
+Exactness: the verifier compares tokens, so a rounding difference could only matter at an exact
+argmax tie; tests check the greedy tokens against transformers' ``generate`` on the shipped prompts.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from specdec.models import cache as kv
+from specdec.models.lean import FusedLayer, LeanLlama, causal_mask, dims, rope_table
+
+
+class LeanTarget:
+    supports = staticmethod(LeanLlama.supports)
+
+    @torch.inference_mode()
+    def __init__(self, model: torch.nn.Module, fold_rope: bool = False) -> None:
+        m = model.get_decoder()
+        self.n_heads, self.n_kv, self.head_dim, self.eps = dims(model.config)
+        self.embed = m.embed_tokens.weight
+        self.norm = m.norm.weight
+        self.layers = [FusedLayer.of(layer, self.n_heads, self.n_kv, self.eps, fold_rope) for layer in m.layers]
+        rot = m.rotary_emb
+        self.inv_freq = rot.inv_freq.float()
+        self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
+        self.dtype = self.embed.dtype
+        self.cos = self.sin = self.embed.new_empty((0, 0))
+
+    def _table(self, need: int) -> None:
+        if need > self.cos.shape[0]:
+            n = max(need, 2 * self.cos.shape[0], 256)
+            self.cos, self.sin = rope_table(self.inv_freq, n, self.n_heads + self.n_kv, self.rope_scale, self.dtype)
+
+    @torch.inference_mode()
+    def hidden(self, cache, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        T, L = ids.shape[0], kv.length(cache)
+        pos = positions.view(-1)
+        self._table(L + T if mask is None else int(pos.max()) + 1)
+        if mask is None:  # a chain or a prefill: positions L .. L + T - 1
+            cos, sin = self.cos[L : L + T], self.sin[L : L + T]
+            att = causal_mask(T, L, ids.device)
+        else:
+            cos, sin = self.cos[pos], self.sin[pos]
+            att = mask[0, 0]
+        x = self.embed[ids]
+        bufs = kv.reserve(cache, L + T, self.n_kv, self.head_dim, x)
+        for layer, (k, v) in zip(self.layers, bufs):
+            x = layer(x, cos, sin, k, v, L, att)
+        kv.advance(cache, T)
+        return F.rms_norm(x, (x.shape[-1],), self.norm, self.eps)

@@ -1,0 +1,272 @@
+"""Draft-model speculation: a small causal LM samples k tokens and reports q for each.
+
+Contract: ``propose`` resynchronises the draft's own KV cache with the committed tokens by
+longest common prefix (continuing from the cache kept for that document when the prompt switched
+to another one: ``specdec/proposers/draft_states.py``), feeds what is missing, then samples
+x_1..x_k autoregressively, each from
+q_i = to_probs(draft logits, params) (the same transform the target's p goes through, I3). At
+temperature 0 the draft is deterministic (argmax) and q is returned as None (one-hot), which the
+verifier treats identically.
+
+``k = "auto"`` adapts the draft length to the measured acceptance. The proposer infers how many of
+its previous draft tokens were accepted from the tokens committed since (no feedback call), keeps
+decayed counts of accepted tokens and of rejections, estimates the per-token acceptance rate
+alpha = accepted / (accepted + rejections) (the maximum-likelihood estimate for a geometric run
+length), measures the cost ratio c = draft forward time / target forward time, and picks the k in
+[1, k_max] that maximises the expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k (c + v) + 1)),
+v = ``verify_cost``, the extra cost of verifying one more token (a CPU's wider forward is not free,
+a GPU's nearly is); without it a confident draft drafts longer than pays. When no k beats plain
+decoding (speedup <= 1), auto k chooses k = 0, a plain step (``choose_k``; every ``PROBE_EVERY``-th
+such step in a row drafts one token to keep measuring alpha), and sets ``chose_plain``, which the
+engine counts in the step stats (``Stats.auto_plain``): speculation is then never slower than
+plain decoding by more than the probes. ``plain_run`` counts one request's steps: a new request
+(another token list) starts it at 0, while alpha and c carry over (they describe the models and the
+machine). The request's k
+(``ctx.spec.k``) and the registry's cap for auto (``ctx.k_max``) travel with each call.
+
+``ctx.spec.confidence`` ends the chain early at a position where the draft's own top probability
+is below it: an unsure draft token is likely rejected and costs a draft forward plus a wider
+verification. The decision uses q alone, so exactness is untouched. The measured effect of both
+knobs is in docs/bench.md.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from specdec.core.proposer import Context
+from specdec.core.sampling import sample, to_probs
+from specdec.core.seq import common_prefix, resync
+from specdec.core.theory import optimal_k
+from specdec.core.tree import Draft
+from specdec.fast import lowp
+from specdec.models import cache as kv
+from specdec.models.lean import LeanLlama
+from specdec.proposers.draft_states import KeptStates
+
+FIRST_K = 4  # drafted until alpha and c are measured (and the cap if a caller gives none)
+PROBE_EVERY = 8  # after this many plain steps chosen by auto k, one 1-token draft re-measures alpha
+
+
+def choose_k(alpha: float, c: float, k_max: int, plain_run: int = 0, probe_every: int = PROBE_EVERY) -> int:
+    """Auto k: the k in [1, k_max] with the best expected speedup (1 - alpha^(k+1)) /
+    ((1 - alpha)(k c + 1)) when it beats plain decoding, else 0 (a plain step), except that the
+    ``probe_every``-th plain step in a row drafts one token so alpha keeps being measured."""
+    k, _ = optimal_k(min(max(alpha, 0.0), 1.0), c, k_max)
+    if k:
+        return k
+    return 1 if plain_run + 1 >= probe_every else 0
+
+
+class AcceptanceTracker:
+    """Decayed counts of accepted draft tokens and of rejections, inferred from committed tokens."""
+
+    def __init__(self, decay: float = 0.9, prior_alpha: float = 0.6) -> None:
+        self.decay = decay
+        self.accepted, self.rejections = prior_alpha * 2, (1 - prior_alpha) * 2
+        self._last: tuple[list[int], int, list[int]] | None = None  # (token list, start, draft)
+
+    def remember(self, tokens: list[int], drafted: list[int]) -> None:
+        self._last = (tokens, len(tokens), drafted)
+
+    def observe(self, committed: list[int]) -> None:
+        """Count the outcome of the last draft; ``committed`` must be the same (grown) token list
+        object the draft was made for, so a new request never scores an old request's draft."""
+        if self._last is None:
+            return
+        same, start, drafted = self._last
+        self._last = None
+        if same is not committed or len(committed) <= start or not drafted:
+            return
+        m = common_prefix(drafted, committed[start:])
+        full = m == len(drafted)
+        self.accepted = self.decay * self.accepted + m
+        self.rejections = self.decay * self.rejections + (0 if full else 1)
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / max(1e-9, self.accepted + self.rejections)
+
+
+class HFRunner:
+    """The draft through its own transformers forward and a ``cache.py`` cache (any causal LM)."""
+
+    def __init__(self, model: torch.nn.Module, capacity: int) -> None:
+        self.decoder = model.get_decoder()
+        self.lm_head = model.get_output_embeddings()
+        self.device = next(model.parameters()).device
+        self.n_layers, self.capacity = model.config.num_hidden_layers, capacity
+        self.cache = kv.new_cache(self.n_layers, capacity)
+
+    @property
+    def length(self) -> int:
+        return kv.length(self.cache)
+
+    def state(self):
+        return self.cache
+
+    def fresh(self):
+        return kv.new_cache(self.n_layers, self.capacity)
+
+    def restore(self, state) -> None:
+        self.cache = state
+
+    def truncate(self, n: int) -> None:
+        kv.truncate(self.cache, n)
+
+    def forward(self, tokens: list[int]) -> torch.Tensor:
+        L = self.length
+        x = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        pos = torch.arange(L, L + len(tokens), device=self.device).view(1, -1)
+        h = self.decoder(input_ids=x, position_ids=pos, cache=self.cache, use_cache=True).last_hidden_state
+        return self.lm_head(h[0, -1])
+
+
+class DraftModel:
+    name = "draft"
+
+    def __init__(
+        self, model: torch.nn.Module, vocab: int | None = None, lean: bool = True, verify_cost: float | None = None
+    ) -> None:
+        self.model = model.eval()
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        # the extra target cost of verifying one more token, relative to a decoding step: about 0.1
+        # on a CPU, ~0 on a GPU, which verifies a few more tokens almost for free (docs/bench.md)
+        self.verify_cost = verify_cost if verify_cost is not None else (0.1 if on_cpu else 0.0)
+        capacity = min(int(getattr(model.config, "max_position_embeddings", 2048)), 1024)
+        # both forwards where the lean one applies; calibration (specdec/fast/calibrate.py) picks one
+        self.runners = {"hf": HFRunner(model, capacity)}
+        if lean and LeanLlama.supports(model):
+            self.runners["lean"] = LeanLlama(model, capacity)
+        self.runner = self.runners["lean" if "lean" in self.runners else "hf"]
+        self.ids: list[int] = []
+        self.kept = KeptStates()  # the cache of other documents' prompts (specdec/proposers/draft_states.py)
+        self.tracker = AcceptanceTracker()
+        self.step_ms: float | None = None
+        # per request (the token list a request grows; a new list resets them): plain steps auto k
+        # chose in a row, and whether the last propose was one (the engine's step stats read it)
+        self.plain_run = 0
+        self.chose_plain = False
+        self._request: list[int] | None = None
+        self.vocab = vocab
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(self.runners)
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The lean forward's weight precisions here (``lowp.py``); calibration picks one."""
+        lean = self.runners.get("lean")
+        return lowp.precisions(lean.embed) if lean is not None else ("fp32",)
+
+    def set_precision(self, precision: str, keep: bool = False) -> None:
+        """The lean forward's linears in ``precision`` from now on; q stays the distribution of the
+        logits actually sampled from, so exactness is untouched."""
+        if "lean" in self.runners:
+            lowp.set_all(self.runners["lean"], precision, keep)
+
+    def use(self, path: str) -> None:
+        """Draft through ``path`` ("lean" or "hf") from now on; its cache starts empty."""
+        if path not in self.runners:
+            raise ValueError(f"draft path {path!r} not available here: {', '.join(self.runners)}")
+        self.runner = self.runners[path]
+        self.runner.truncate(0)
+        self.ids = []
+        self.kept.clear()  # states of the other path's cache
+
+    def current_k(self, ctx: Context) -> int:
+        """The request's fixed k, or with k = "auto" the best k up to ``ctx.k_max`` for the
+        measured alpha and cost ratio (4 until both are measured)."""
+        if ctx.spec.k != "auto":
+            return int(ctx.spec.k)
+        if not ctx.target_ms or not self.step_ms:
+            return min(FIRST_K, ctx.k_max or FIRST_K)
+        c = self.step_ms / ctx.target_ms + self.verify_cost
+        return choose_k(self.tracker.alpha, c, ctx.k_max or FIRST_K, self.plain_run)
+
+    def _logits(self, tokens: list[int]) -> torch.Tensor:
+        logits = self.runner.forward(tokens).float()
+        self.ids.extend(tokens)
+        return logits[: self.vocab] if self.vocab else logits
+
+    def _resync(self, tokens: list[int]) -> tuple[torch.Tensor, int]:
+        """Bring the cache to ``tokens``; return the logits after the last one and how many
+        tokens had to be fed."""
+        self._switch(tokens)
+        keep = resync(self.ids, self.runner.length, tokens, len(tokens) - 1)  # 0 after an interrupted call
+        self.runner.truncate(keep)
+        self.ids = self.ids[:keep]
+        return self._logits(tokens[keep:]), len(tokens) - keep
+
+    def _switch(self, tokens: list[int]) -> None:
+        """Continue from the kept cache of this prompt's document, if one is kept (draft_states)."""
+        live = self.runner.state()
+        valid = self.runner.length == len(self.ids)
+        ids, state = self.kept.choose(self.ids, live, valid, tokens, self.runner.fresh)
+        if state is not live:
+            self.runner.restore(state)
+            self.ids = list(ids)
+
+    def drop_prefix(self, ids: list[int]) -> int:
+        """Drop the kept caches of a closed document (its last prompt ``ids``; optional hook)."""
+        return self.kept.drop(ids)
+
+    def behind(self, tokens: list[int]) -> int:
+        """How many of ``tokens`` the draft's cache would have to be fed to reach them (longest
+        common prefix, the last token always fed: it is the pending one)."""
+        if not tokens:
+            return 0
+        return len(tokens) - resync(self.ids, self.runner.length, tokens, len(tokens) - 1)
+
+    @torch.inference_mode()
+    def catch_up(self, tokens: list[int]) -> int:
+        """Bring the draft's cache to ``tokens`` now (the proposer interface's optional hook,
+        ``proposers.base``; ``specdec/proposers/draft_warm.py`` calls it after the target's prefill), the
+        same feeding ``propose`` does first; returns how many tokens were fed."""
+        return self._resync(tokens)[1] if tokens else 0
+
+    @torch.inference_mode()
+    def propose(self, ctx: Context) -> Draft:
+        self.tracker.observe(ctx.tokens)
+        if ctx.tokens is not self._request:  # a new request: its run of plain steps starts at 0
+            self._request, self.plain_run = ctx.tokens, 0
+        k = min(self.current_k(ctx), ctx.budget)
+        self.chose_plain = ctx.spec.k == "auto" and k <= 0 < ctx.budget
+        self.plain_run = self.plain_run + 1 if self.chose_plain else 0
+        confidence = ctx.spec.confidence
+        if k <= 0:
+            return Draft.empty()
+        t0 = time.perf_counter()
+        logits, fed = self._resync(ctx.tokens)
+        t1 = time.perf_counter()
+        greedy = ctx.params.greedy
+        xs: list[int] = []
+        qs: list[torch.Tensor] = []
+        steps = 0
+        for i in range(k):
+            if confidence and float(torch.softmax(logits, -1).max()) < confidence:
+                break  # the draft is unsure: stop here (a choice made from q alone keeps exactness)
+            q = to_probs(logits, ctx.params.temperature, ctx.params.top_k, ctx.params.top_p)
+            x = sample(q, None if greedy else ctx.generator)
+            xs.append(x)
+            if not greedy:
+                qs.append(q)
+            if i + 1 < k:
+                logits = self._logits([x])
+                steps += 1
+        # c is the cost of one draft token: a catch-up of many tokens (the first call of a
+        # request feeds the prompt) is not a draft step, so it is left out of the timing
+        start, forwards = (t0, steps + 1) if fed <= 2 else (t1, steps)
+        if forwards:
+            self._time(time.perf_counter() - start, forwards)
+        self.tracker.remember(ctx.tokens, xs)
+        if not xs:
+            return Draft.empty()
+        return Draft.chain(torch.tensor(xs, dtype=torch.long), None if greedy else torch.stack(qs))
+
+    def _time(self, seconds: float, forwards: int) -> None:
+        ms = 1000.0 * seconds / max(1, forwards)
+        self.step_ms = ms if self.step_ms is None else 0.8 * self.step_ms + 0.2 * ms

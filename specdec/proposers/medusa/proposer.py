@@ -1,0 +1,103 @@
+"""Medusa: a fixed candidate tree filled from the heads' top-k tokens (Cai et al., 2024).
+
+Contract: ``Medusa(heads, paths, vocab)`` holds the trained heads (``heads.py``) and a
+candidate tree given as index paths (``paths.py``; the shipped ``tree.json`` was chosen
+by ``specdec train medusa`` from held-out accuracies, a hand-written list loads the same way).
+``propose(ctx)`` reads the target's last hidden state at the position that produced the pending
+token (``ctx.hidden[-1]``), takes each head's top-R tokens, and returns the tree with node
+``(r_1, ..., r_d)`` holding head d's rank-r_d token, cut to the first ``budget`` nodes in tree
+order (depth, then rank: still a valid tree), and to ``ctx.k_max`` nodes when the request sets k.
+With k = "auto" a step is plain whenever the measured rates say the tree does not pay
+(``proposers/fallback.py``; ``chose_plain`` feeds ``Stats.auto_plain``).
+The draft is deterministic (q = None), so the
+shared verifier accepts exactly and the output is the target's distribution at every
+temperature; the tokens never depend on the verifier's random numbers. Decoding reads the heads'
+weights through ``packed.Linear`` built at construction (packed ones are copies): train first, then build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specdec.core.proposer import Context
+from specdec.core.tree import Draft
+from specdec.fast import lowp
+from specdec.models import packed as P
+from specdec.proposers.fallback import PlainFallback
+from specdec.proposers.medusa.heads import MedusaHeads
+from specdec.proposers.medusa.paths import load_paths, tree_order
+
+TREE_FILE = "tree.json"
+
+
+class Medusa:
+    name = "medusa"
+
+    def __init__(self, heads: MedusaHeads, paths: Sequence[Sequence[int]], vocab: int | None = None) -> None:
+        self.heads = heads.eval()
+        # decoding reads snapshots of the weights, each linear on its cheaper path (packed.Linear)
+        self._pairs = [(P.Linear(b.weight, b.bias), P.Linear(p.weight)) for b, p in zip(heads.block, heads.proj)]
+        self.vocab = vocab
+        self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
+        self.set_paths(paths)
+
+    @classmethod
+    def load(
+        cls, folder: Path, target_model: torch.nn.Module, vocab: int | None = None, tree: Path | None = None
+    ) -> Medusa:
+        w = target_model.get_output_embeddings().weight
+        heads = MedusaHeads.load(folder, w.device, w.dtype, target_model)
+        return cls(heads, load_paths(tree or Path(folder) / TREE_FILE), vocab)
+
+    def set_paths(self, paths: Sequence[Sequence[int]]) -> None:
+        """Use another candidate tree (index paths); raises ValueError for an invalid one."""
+        ordered, parents = tree_order(paths)
+        deepest = max(len(p) for p in ordered)
+        if deepest > self.heads.n_heads:
+            raise ValueError(f"the tree is {deepest} deep but there are only {self.heads.n_heads} Medusa heads")
+        self.paths, self.parents = ordered, parents
+        self.depth = torch.tensor([len(p) - 1 for p in ordered])
+        self.rank = torch.tensor([p[-1] for p in ordered])
+        self.top = max(p[-1] for p in ordered) + 1
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The heads' weight precisions here (``lowp.py``; the draft is deterministic, so any is exact)."""
+        return lowp.precisions(self.heads.proj[0].weight)
+
+    def set_precision(self, precision: str, keep: bool = False) -> None:
+        lowp.set_all(self._pairs, precision, keep)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.paths)
+
+    @property
+    def chose_plain(self) -> bool:
+        return self.fallback.chose_plain
+
+    @torch.inference_mode()
+    def propose(self, ctx: Context) -> Draft:
+        if self.fallback.plain(ctx):
+            return Draft.empty()
+        draft = self._tree(ctx)
+        self.fallback.drafted(draft.n)
+        return draft
+
+    def _tree(self, ctx: Context) -> Draft:
+        n = min(self.n_nodes, ctx.budget, ctx.k_max or self.n_nodes)
+        if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
+            return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
+        w = self.heads.proj[0].weight
+        deepest = int(self.depth[:n].max()) + 1  # only the heads the (cut) tree reaches
+        h = ctx.hidden[-1].to(device=w.device, dtype=w.dtype)
+        logits = torch.stack([proj(h + F.silu(block(h))) for block, proj in self._pairs[:deepest]])  # [deepest, V]
+        if self.vocab:
+            logits = logits[:, : self.vocab]
+        top = logits.topk(self.top, dim=-1).indices.cpu()  # [K, R]
+        tokens = top[self.depth[:n], self.rank[:n]]
+        return Draft(tokens, tuple(self.parents[:n]))

@@ -1,0 +1,173 @@
+"""``/v1/completions`` over HTTP for ``specdec serve``: OpenAI-compatible, streaming or not.
+
+Contract: ``OpenAIServer(backend, limits, host, port, token)`` serves, from a thread per request
+(stdlib ``ThreadingHTTPServer``; no dependency beyond the standard library):
+- ``POST /v1/completions`` (``specdec/server/openai_protocol.py``): non-streaming, one JSON reply; streaming,
+  server-sent events, one ``data:`` chunk per engine step, a final chunk (usage when
+  ``stream_options.include_usage``, the stop reason and stats in ``specdec``), then ``data: [DONE]``;
+- ``GET /v1/models`` (the one model ``specdec``, its methods, context and limits) and ``GET /health``.
+With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401). Every refusal is an
+OpenAI error object with its HTTP status (400, 401, 404, 413, 429, 503, 500) and the server keeps
+serving. A client that disconnects mid-stream cancels its request. ``start()`` binds (port 0: any
+free port, read ``port``) and serves in a daemon thread; ``stop()`` closes the socket.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from specdec.core.config import ConfigError
+from specdec.server import openai_protocol as oa
+from specdec.server import ws_protocol as proto
+from specdec.serving.backend import Busy, Request, ShuttingDown
+
+log = logging.getLogger("specdec.openai")
+
+
+class OpenAIServer:
+    def __init__(self, backend, limits: proto.Limits, host: str = "127.0.0.1", port: int = 0, token: str | None = None):
+        self.backend, self.limits, self.token = backend, limits, token
+        tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
+        self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
+        api = self
+
+        class Handler(_Handler):
+            server_api = api
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.host, self.port = host, self.httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> OpenAIServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="specdec-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def authorized(self, header: str) -> bool:
+        if not self.token:
+            return True
+        given = header[7:].strip() if header[:7].lower() == "bearer " else ""
+        return hmac.compare_digest(given.encode(), self.token.encode())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_api: OpenAIServer
+
+    def log_message(self, fmt, *args) -> None:  # route through logging, not stderr
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    # -- plumbing -------------------------------------------------------------------------------------
+    def _json(self, status: int, body: dict) -> None:
+        data = json.dumps(body, allow_nan=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, e: oa.ApiError) -> None:
+        self._json(e.status, e.body())
+
+    def _check_auth(self) -> bool:
+        if self.server_api.authorized(self.headers.get("Authorization", "")):
+            return True
+        self._error(oa.error("unauthorized", "a valid token is required: Authorization: Bearer <token>"))
+        return False
+
+    def _body(self) -> bytes:
+        size = int(self.headers.get("Content-Length") or 0)
+        if size > self.server_api.limits.max_message_bytes:
+            self.close_connection = True  # the body is not read: this connection cannot be reused
+            raise oa.error(
+                "too_large",
+                f"the request body is {size} bytes; the limit is {self.server_api.limits.max_message_bytes}",
+            )
+        return self.rfile.read(size)
+
+    # -- routes ---------------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        api = self.server_api
+        if self.path == "/health":
+            return self._json(200, {"status": "ok"})
+        if not self._check_auth():
+            return
+        if self.path == "/v1/models":
+            return self._json(200, oa.models(tuple(api.backend.methods), api.backend.limits.context, api.limits))
+        self._error(oa.error("not_found", f"no route {self.path}"))
+
+    def do_POST(self) -> None:
+        if self.path != "/v1/completions":
+            self.close_connection = True
+            return self._error(oa.error("not_found", f"no route {self.path}"))
+        if not self._check_auth():
+            self.close_connection = True
+            return
+        api = self.server_api
+        try:
+            req = oa.parse(self._body(), api.limits, tuple(api.backend.methods), api.backend.encode, api.vocab)
+            handle = api.backend.submit(Request(req.prompt_ids, req.spec, id=req.id))
+        except oa.ApiError as e:
+            return self._error(e)
+        except Busy as e:
+            return self._error(oa.error("busy", str(e)))
+        except ShuttingDown as e:
+            return self._error(oa.error("shutting_down", str(e)))
+        except ConfigError as e:
+            return self._error(oa.error("bad_params", str(e)))
+        try:
+            (self._stream if req.stream else self._whole)(req, handle)
+        except (BrokenPipeError, ConnectionResetError):
+            handle.cancel()
+        except Exception:  # a bug must cost one request, not the server
+            log.exception("request %s failed", req.id)
+            handle.cancel()
+            raise
+
+    def _whole(self, req: oa.Completion, handle) -> None:
+        events = list(_events(handle))
+        if handle.error is not None:
+            return self._error(oa.engine_failure(handle.error))
+        self._json(200, oa.response(req, events, handle.stop))
+
+    def _stream(self, req: oa.Completion, handle) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        tokens, stats = 0, None
+        for ev in _events(handle):
+            self._event(oa.chunk(req, ev))
+            tokens, stats = tokens + len(ev.token_ids), ev.stats
+        if handle.error is not None:
+            self._event(oa.engine_failure(handle.error).body())
+        self._event(oa.final_chunk(req, handle.stop, tokens, stats))
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _event(self, body: dict) -> None:
+        self.wfile.write(b"data: " + json.dumps(body, separators=(",", ":"), allow_nan=False).encode() + b"\n\n")
+        self.wfile.flush()
+
+
+def _events(handle):
+    """The handle's events; an engine failure ends the iteration (read ``handle.error``)."""
+    try:
+        yield from handle
+    except Exception:  # noqa: BLE001 - recorded on the handle, answered by the caller
+        return

@@ -1,0 +1,225 @@
+"""The OpenAI-compatible ``/v1/completions`` protocol of ``specdec serve``: parse requests, build replies.
+
+Contract: pure functions, no I/O, no torch. ``parse(raw, limits, methods, encode)`` turns a request
+body into a ``Completion`` (a validated ``GenerateSpec``, the prompt's token ids, ``stream``,
+``include_usage``) or raises ``ApiError(status, code, message, param)``, whose ``body()`` is
+OpenAI's error object. The limits are the WebSocket protocol's (``ws_protocol.Limits``), and so are
+the error codes (``ws_protocol.ERROR_CODES``) plus ``model_not_found`` and ``not_found`` (no such
+route); ``STATUS`` gives each code its HTTP status.
+OpenAI fields: ``model`` (must be ``specdec``), ``prompt`` (a string or token ids),
+``max_tokens`` (default 16, as OpenAI), ``temperature`` (default 1, as OpenAI), ``top_p``, ``seed``,
+``stream``, ``stream_options.include_usage``, ``n`` (1), ``echo`` (false), ``stop``/``logprobs``
+(null), ``user``; vLLM's ``top_k`` and ``return_token_ids``. The extension object ``specdec``
+(``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. Replies carry
+``choices[0].token_ids`` and, in ``specdec``, every token's fate: one step dict per engine step
+(``ws_protocol.step`` without its type and id) and the final stats. Why a second protocol: any
+OpenAI client then works against this server and against vLLM alike, and the remote backend is
+tested against this one without vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.core.events import Stats, StepEvent
+from specdec.server import ws_protocol as proto
+
+MODEL = "specdec"
+STATUS = {
+    "bad_json": 400,
+    "bad_message": 400,
+    "bad_params": 400,
+    "unknown_method": 400,
+    "prompt_too_long": 400,
+    "model_not_found": 404,
+    "not_found": 404,
+    "too_large": 413,
+    "unauthorized": 401,
+    "busy": 429,
+    "shutting_down": 503,
+    "internal": 500,
+}
+FIELDS = frozenset(
+    "model prompt max_tokens temperature top_p top_k seed stream stream_options n echo stop logprobs "
+    "user return_token_ids specdec".split()
+)
+EXT_FIELDS = frozenset(("method", "k", "confidence", "ngram_max", "ngram_min"))
+FINISH = {"eos": "stop", "length": "length", "context": "length"}  # else "abort" (cancelled, shutdown, error)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.param = status, code, message, param
+
+    def body(self) -> dict[str, Any]:
+        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+
+def error(code: str, message: str, param: str | None = None) -> ApiError:
+    return ApiError(STATUS[code], code, message, param)
+
+
+def engine_failure(exc: BaseException) -> ApiError:
+    """The error a request gets when the engine raised while decoding it."""
+    return error("internal", f"the engine failed: {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class Completion:
+    id: str
+    prompt_ids: list[int]
+    spec: GenerateSpec
+    stream: bool
+    include_usage: bool
+
+
+def parse(
+    raw: bytes,
+    limits: proto.Limits,
+    methods: tuple[str, ...],
+    encode: Callable[[str], list[int]],
+    vocab: int | None = None,
+) -> Completion:
+    if len(raw) > limits.max_message_bytes:
+        raise error("too_large", f"the request body is {len(raw)} bytes; the limit is {limits.max_message_bytes}")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise error("bad_json", f"the body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise error("bad_message", f"the body must be a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise error("bad_params", f"unsupported field(s): {', '.join(unknown)}", unknown[0])
+    if body.get("model") != MODEL:
+        raise error(
+            "model_not_found", f"the model {body.get('model')!r} does not exist; this server has {MODEL!r}", "model"
+        )
+    for name, allowed in (("n", (None, 1)), ("echo", (None, False)), ("stop", (None, [])), ("logprobs", (None,))):
+        if body.get(name) not in allowed:
+            raise error("bad_params", f"{name}={body[name]!r} is not supported here", name)
+    ext = body.get("specdec") or {}
+    if not isinstance(ext, dict) or set(ext) - EXT_FIELDS:
+        raise error(
+            "bad_params", f"specdec must be an object with fields among {', '.join(sorted(EXT_FIELDS))}", "specdec"
+        )
+    method = ext.get("method", proto.default_method(methods))
+    if method not in methods:
+        raise error("unknown_method", f"unknown method {method!r}; this server offers: {', '.join(methods)}", "method")
+    ids = _prompt_ids(body.get("prompt"), encode, limits)
+    if vocab is not None and not all(0 <= t < vocab for t in ids):
+        raise error("bad_params", f"prompt token ids must be in [0, {vocab})", "prompt")
+    spec = _spec(body, ext, method, limits)
+    stream = body.get("stream", False)
+    opts = body.get("stream_options") or {}
+    if not isinstance(stream, bool) or not isinstance(opts, dict):
+        raise error("bad_params", "stream must be a boolean and stream_options an object", "stream")
+    return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, bool(opts.get("include_usage")))
+
+
+def _prompt_ids(prompt: Any, encode: Callable[[str], list[int]], limits: proto.Limits) -> list[int]:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str) and prompt:
+        ids = encode(prompt)
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        ids = prompt
+    else:
+        raise error("bad_params", "prompt must be a non-empty string or a non-empty list of token ids", "prompt")
+    if not ids:
+        raise error("bad_params", "the prompt encodes to no tokens", "prompt")
+    if len(ids) > limits.max_prompt_tokens:
+        raise error(
+            "prompt_too_long", f"the prompt is {len(ids)} tokens; the limit is {limits.max_prompt_tokens}", "prompt"
+        )
+    return list(ids)
+
+
+def _spec(body: dict, ext: dict, method: str, limits: proto.Limits) -> GenerateSpec:
+    try:
+        sampling = SamplingParams(
+            temperature=body.get("temperature", 1.0),
+            top_k=max(body.get("top_k", 0) or 0, 0),  # vLLM's -1 also means off
+            top_p=body.get("top_p", 1.0),
+            seed=body.get("seed"),
+        )
+        spec = GenerateSpec(method=method, max_new_tokens=body.get("max_tokens") or 16, sampling=sampling, **{
+            f: ext[f] for f in EXT_FIELDS - {"method"} if f in ext
+        })  # fmt: skip
+    except ConfigError as e:
+        raise error("bad_params", str(e)) from None
+    except (TypeError, ValueError) as e:
+        raise error("bad_params", f"invalid parameter: {e}") from None
+    if spec.sampling.seed is not None and not 0 <= spec.sampling.seed < 2**63:
+        raise error("bad_params", f"seed must be in [0, 2**63), got {spec.sampling.seed}", "seed")
+    if spec.max_new_tokens > limits.max_new_tokens:
+        raise error("bad_params", f"max_tokens is {spec.max_new_tokens}; at most {limits.max_new_tokens}", "max_tokens")
+    return spec
+
+
+def step_fates(ev: StepEvent) -> dict[str, Any]:
+    d = proto.step(None, ev)
+    del d["type"], d["id"]
+    d["stop"] = ev.stop
+    return d
+
+
+def finish_reason(stop: str | None) -> str | None:
+    return None if stop is None else FINISH.get(stop, "abort")
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def chunk(req: Completion, ev: StepEvent) -> dict[str, Any]:
+    """One streamed step: its emitted text and tokens, and every token's fate in ``specdec``."""
+    choice = {
+        "index": 0,
+        "text": ev.text,
+        "token_ids": ev.token_ids,
+        "finish_reason": finish_reason(ev.stop),
+        "logprobs": None,
+    }
+    return _envelope(req, [choice]) | {"specdec": {"step": step_fates(ev)}}
+
+
+def final_chunk(req: Completion, stop: str, tokens: int, stats: Stats | None) -> dict[str, Any]:
+    """After the last step: the finish reason when no step carried it (a cancel), usage, stats."""
+    out = _envelope(req, [])
+    out["usage"] = _usage(len(req.prompt_ids), tokens) if req.include_usage else None
+    out["specdec"] = {"stop": stop, "stats": proto.stats_dict(stats or Stats())}
+    return out
+
+
+def response(req: Completion, events: list[StepEvent], stop: str) -> dict[str, Any]:
+    ids = [t for ev in events for t in ev.token_ids]
+    text = "".join(ev.text for ev in events)
+    choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish_reason(stop), "logprobs": None}
+    out = _envelope(req, [choice])
+    out["usage"] = _usage(len(req.prompt_ids), len(ids))
+    stats = events[-1].stats if events else Stats()
+    out["specdec"] = {"stop": stop, "steps": [step_fates(ev) for ev in events], "stats": proto.stats_dict(stats)}
+    return out
+
+
+def _envelope(req: Completion, choices: list) -> dict[str, Any]:
+    return {"id": req.id, "object": "text_completion", "created": int(time.time()), "model": MODEL, "choices": choices}
+
+
+def models(methods: tuple[str, ...], context: int, limits: proto.Limits) -> dict[str, Any]:
+    info = {"methods": list(methods), "default_method": proto.default_method(methods), "context": context}
+    model = {"id": MODEL, "object": "model", "owned_by": "specdec", "max_model_len": context}
+    return {"object": "list", "data": [model | {"specdec": info | {"limits": limits.to_dict()}}]}

@@ -1,0 +1,251 @@
+"""The WebSocket streaming server: connections, auth and origin checks, graceful shutdown.
+
+Contract: ``StreamServer(backend, config).run(stop)`` serves protocol version 1
+(docs/websocket.md, built by ``specdec.server.ws_protocol``) from any ``specdec.serving.backend.Backend`` until
+``stop`` is set, then shuts down gracefully: no new requests, the running one and the queued ones
+end with ``done`` and stop ``shutdown`` (the server shuts its backend down), outgoing messages are
+flushed (bounded wait), and connections close with 1001. Each request's handle delivers to a
+``Relay`` by callback on the event loop (``Handle.listen``), which posts start, step..., done to a
+per-connection outbox that one task sends in order; the backend's queue decides who decodes when.
+With a token, a connection must present it (``Authorization: Bearer T`` or ``?token=T``) or it
+gets an ``unauthorized`` error and a close with 1008 (policy violation); with an origin list,
+the handshake refuses other ``Origin`` headers (HTTP 403; clients that send none are allowed).
+A client that goes away cancels its requests; a bad message gets an ``error`` and the
+connection stays open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request as HTTPRequest
+from websockets.protocol import State
+
+from specdec.core.config import ConfigError
+from specdec.server import ws_protocol as proto
+from specdec.serving.backend import Busy, Handle, Request, ShuttingDown
+
+log = logging.getLogger("specdec.serve")
+HARD_SIZE_FACTOR = 4  # frames above this many times max_message_bytes close the connection (1009)
+FLUSH_TIMEOUT_S = 5.0
+WRITE_BUFFER_LIMIT = 2**15  # bytes waiting in the socket buffer before messages wait for the pump
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    allow_origins: tuple[str, ...] = ()
+    limits: proto.Limits = proto.Limits()
+
+
+def authorized(request: HTTPRequest, token: str | None) -> bool:
+    """True if no token is configured, or the request carries it as a Bearer header or ?token=."""
+    if not token:
+        return True
+    presented = parse_qs(urlsplit(request.path).query).get("token", [])
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        presented.append(header[7:].strip())
+    return any(hmac.compare_digest(p.encode(), token.encode()) for p in presented)
+
+
+class Client:
+    """One connection: its outbox (filled on the event loop by ``post``) and its live requests by id.
+
+    A message goes out at once, in the event-loop callback that receives it, when nothing is queued
+    before it and the socket's write buffer is small; otherwise the ``pump`` task sends it with
+    websockets' flow control. Saving the extra loop iteration per step matters: each iteration
+    takes the GIL from the engine thread again."""
+
+    def __init__(self, ws: ServerConnection, loop: asyncio.AbstractEventLoop) -> None:
+        self.ws, self.loop = ws, loop
+        self.outbox: asyncio.Queue[str] = asyncio.Queue()
+        self.jobs: dict[proto.RequestId, Handle] = {}
+        self.open = True
+        self._pumping = False
+
+    def post(self, msg: dict[str, Any]) -> None:
+        text = proto.dumps(msg)
+        if msg["type"] == "done":
+            self.jobs.pop(msg["id"], None)
+        if not self.open:
+            return
+        if not self._pumping and self.outbox.empty() and self._send_now(text):
+            return
+        self.outbox.put_nowait(text)
+
+    def _send_now(self, text: str) -> bool:
+        """Write one text frame without awaiting, if the connection is open and not backed up."""
+        ws = self.ws
+        transport = getattr(ws, "transport", None)
+        if (
+            ws.protocol.state is not State.OPEN
+            or transport is None
+            or transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT
+        ):
+            return False
+        ws.protocol.send_text(text.encode())
+        ws.send_data()
+        return True
+
+    async def pump(self) -> None:
+        while True:
+            text = await self.outbox.get()
+            self._pumping = True
+            try:
+                await self.ws.send(text)
+            except ConnectionClosed:
+                self.open = False
+            finally:
+                self._pumping = False
+                self.outbox.task_done()
+
+    async def flushed(self) -> None:
+        await self.outbox.join()
+
+
+class StreamServer:
+    def __init__(self, backend, config: ServerConfig = ServerConfig()) -> None:
+        self.backend, self.config = backend, config
+        self.limits = config.limits
+        self.methods = tuple(backend.methods)
+        self.encode = backend.encode
+        self.clients: set[Client] = set()
+        self.relays: set[asyncio.Future] = set()  # one per request until its done is posted
+        self.port: int | None = None
+
+    async def run(self, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
+        """Serve until ``stop`` is set, then shut down gracefully; ``ready(port)`` once listening."""
+        origins = [None, *self.config.allow_origins] if self.config.allow_origins else None
+        async with serve(
+            self.handler,
+            self.config.host,
+            self.config.port,
+            origins=origins,
+            max_size=HARD_SIZE_FACTOR * self.limits.max_message_bytes,
+            compression=None,
+        ) as server:
+            self.port = next(iter(server.sockets)).getsockname()[1]
+            if ready is not None:
+                ready(self.port)
+            await stop.wait()
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        log.info("shutting down: ending running and queued requests")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.backend.shutdown, 60.0)
+        if self.relays:  # every request's done message is posted
+            await asyncio.wait(list(self.relays), timeout=FLUSH_TIMEOUT_S)
+        if self.clients:
+            await asyncio.wait([asyncio.ensure_future(c.flushed()) for c in self.clients], timeout=FLUSH_TIMEOUT_S)
+
+    async def handler(self, ws: ServerConnection) -> None:
+        client = Client(ws, asyncio.get_running_loop())
+        if not authorized(ws.request, self.config.token):
+            await ws.send(proto.dumps(proto.error(None, "unauthorized", proto.ERROR_CODES["unauthorized"])))
+            await ws.close(1008, "unauthorized")
+            return
+        self.clients.add(client)
+        pump = asyncio.create_task(client.pump())
+        client.post(proto.hello(self.methods, self.backend.limits.context, self.limits, bool(self.config.token)))
+        try:
+            async for raw in ws:
+                self.on_message(client, raw)
+        except ConnectionClosed:
+            pass
+        finally:
+            client.open = False
+            for handle in list(client.jobs.values()):
+                self.backend.cancel(handle, "cancelled")
+            self.clients.discard(client)
+            pump.cancel()
+
+    def on_message(self, client: Client, raw: str | bytes) -> None:
+        try:
+            msg = proto.parse(raw, self.limits, self.methods, self.encode)
+            if isinstance(msg, proto.Cancel):
+                self._cancel(client, msg)
+            else:
+                self._submit(client, msg)
+        except proto.ProtocolError as e:
+            client.post(proto.error(e.id, e.code, e.message))
+        except Exception as e:  # a bug must cost one request, not the server
+            log.exception("unexpected error handling a message")
+            client.post(proto.error(None, "internal", f"{type(e).__name__}: {e}"))
+
+    def _cancel(self, client: Client, msg: proto.Cancel) -> None:
+        handle = client.jobs.get(msg.id)
+        if handle is None:
+            raise proto.ProtocolError(
+                "unknown_id",
+                f"no request {msg.id!r} is queued or running on this connection (it may have finished already)",
+                msg.id,
+            )
+        self.backend.cancel(handle, "cancelled")
+
+    def _submit(self, client: Client, msg: proto.Generate) -> None:
+        if msg.id in client.jobs:
+            raise proto.ProtocolError(
+                "duplicate_id",
+                f"request {msg.id!r} is already queued or running on this connection; use a new id",
+                msg.id,
+            )
+        try:
+            handle = self.backend.submit(Request(msg.prompt_ids, msg.spec, id=msg.id))
+        except Busy as e:
+            raise proto.ProtocolError("busy", str(e), msg.id) from None
+        except ShuttingDown as e:
+            raise proto.ProtocolError("shutting_down", str(e), msg.id) from None
+        except ConfigError as e:
+            raise proto.ProtocolError("bad_params", str(e), msg.id) from None
+        client.jobs[msg.id] = handle
+        relay = Relay(client, msg, handle, asyncio.get_running_loop().create_future())
+        self.relays.add(relay.done)
+        relay.done.add_done_callback(self.relays.discard)
+        handle.listen(asyncio.get_running_loop(), relay)
+
+
+class Relay:
+    """One request's messages: start, one step per event, then exactly one done (also for a request
+    that never started). Called on the event loop by the handle's listener, so each step costs the
+    loop one callback and the message is written at once when the socket is not backed up."""
+
+    def __init__(self, client: Client, msg: proto.Generate, handle: Handle, done: asyncio.Future) -> None:
+        self.client, self.msg, self.handle, self.done = client, msg, handle, done
+        self.texts: list[str] = []
+        self.tokens, self.stats = 0, None
+
+    def __call__(self, kind: str, ev) -> None:
+        msg, client = self.msg, self.client
+        if kind == "start":
+            client.post(proto.start(msg, 1000 * (self.handle.queued_s or 0.0)))
+        elif kind == "event":
+            client.post(proto.step(msg.id, ev))
+            self.texts.append(ev.text)
+            self.tokens += len(ev.token_ids)
+            self.stats = ev.stats
+        else:
+            self._end()
+
+    def _end(self) -> None:
+        handle, msg = self.handle, self.msg
+        if handle.error is not None:  # an engine failure ends this request, never the server
+            e = handle.error
+            log.error("request %r failed: %s: %s", msg.id, type(e).__name__, e)
+            self.client.post(proto.error(msg.id, "internal", f"the engine failed: {type(e).__name__}: {e}"))
+        stop = handle.stop if handle.stop in proto.STOP_REASONS else "error"
+        self.client.post(proto.done(msg.id, stop, "".join(self.texts), self.tokens, self.stats))
+        log.info("request %r: %s, %d tokens in %d steps", msg.id, stop, self.tokens, handle.steps)
+        if not self.done.done():
+            self.done.set_result(None)
