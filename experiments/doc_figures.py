@@ -1,4 +1,4 @@
-"""The measured figures in docs/*.md and README.md, written from the results JSON in docs/results.
+"""The measured figures in docs/*.md, docs/log/*.md and README.md, written from the results JSON in docs/results.
 
 Contract: a figure in a page is ``<!-- fig:NAME -->TEXT<!-- /fig -->``; TEXT is what NAME gives.
 NAME is either
@@ -211,8 +211,9 @@ def render(text: str) -> tuple[str, list[str]]:
 
 
 def pages() -> list[Path]:
-    """Every page whose figures come from the results: docs/*.md and README.md."""
-    return sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+    """Every page whose figures come from the results: docs/*.md, the dated notes in docs/log/ and
+    README.md."""
+    return sorted(DOCS.glob("*.md")) + sorted(DOCS.glob("log/*.md")) + [ROOT / "README.md"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from specdec.paths import DOCS as DOCS_DIR
 DOCS = DOCS_DIR
 ROUTE = "/specdec-docs/"
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
-_NAME = re.compile(r"^(?:(?:results|img)/)?[\w.-]+\.(?:md|svg|png|json)$")
+_NAME = re.compile(r"^(?:(?:results|img|log)/)?[\w.-]+\.(?:md|svg|png|json)$")
 _TYPES = {".svg": "image/svg+xml", ".png": "image/png", ".json": "application/json"}
 
 
