@@ -9,8 +9,10 @@ seconds, identical, prompts, auto k's plain steps) add up; ``tokens_per_s`` = su
 summed seconds, and every speedup, ``fastest_plain`` and ``speedup_vs_fastest_plain`` are computed
 again from those, exactly as one run computes them. tau and alpha are recombined from the counts
 they imply (steps = tokens / tau, drafted = k_mean steps, accepted = alpha drafted), so they are
-exact too. Per-prompt medians cannot be recombined: ``tokens_per_s_median`` and ``speedup_median``
-are None and each slice's own figures stay in ``config.slices``. The cost-model scalars (target_ms,
+exact too; alpha_tested (accepted / tested) from the summed ``tested`` and ``accepted`` counts
+(None where a slice predates those counts). Per-prompt medians cannot be recombined:
+``tokens_per_s_median`` and ``speedup_median`` are None and each slice's own figures stay in
+``config.slices``. The cost-model scalars (target_ms,
 c, r_score, predictions) are step-weighted means of the slices'; per-position lists are dropped.
 ``main`` is ``python -m specdec.bench.merge OUT.json IN.json...``, and it merges both result shapes:
 ``specdec bench`` slices (above) and ``specdec bench --concurrency`` grids split by levels
@@ -53,6 +55,13 @@ def _row(parts: list[dict]) -> dict:
         out["tau"] = out["total_tokens"] / steps if steps else None
         out["k_mean"] = sum(drafted) / steps if steps else None
         out["alpha"] = accepted / sum(drafted) if sum(drafted) else None
+        if any("alpha_tested" in d for d in parts):
+            if all("tested" in d and "accepted" in d for d in parts):
+                out["tested"] = sum(d["tested"] for d in parts)
+                out["accepted"] = sum(d["accepted"] for d in parts)
+                out["alpha_tested"] = out["accepted"] / out["tested"] if out["tested"] else None
+            else:  # a slice from before the counts were recorded: no exact recombination
+                out["alpha_tested"] = out["tested"] = out["accepted"] = None
         out["auto_plain_steps"] = sum(d.get("auto_plain_steps") or 0 for d in parts)
         if "tree_nodes" in out:
             out["tree_nodes"] = out["k_mean"]

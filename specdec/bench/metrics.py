@@ -11,8 +11,11 @@ Metrics (the design guide's definitions; sums over all prompts, never averages o
 - speedup = tokens_per_s / tokens_per_s of ``none``; ``speedup_median`` = median over prompts of
   the per-prompt ratio. ``speedup_vs_fastest_plain`` = tokens_per_s / that of ``fastest_plain``,
   the faster of ``none`` and ``hf_greedy`` (when run): the headline figure.
-- tau = emitted / target forwards; alpha = accepted / drafted; alpha_i = accepted_at[i] /
-  drafted_at[i]; conditional alpha_i = accepted_at[i] / tested_at[i] (the i.i.d. theory's alpha).
+- tau = emitted / target forwards; alpha = accepted / drafted (vLLM's "acceptance rate");
+  alpha_tested = accepted / tested (``Stats.alpha_tested``: the probability a tested draft token is
+  accepted, Leviathan et al.'s alpha, the one the i.i.d. formula takes), with its counts ``tested``
+  and ``accepted`` so that merged slices recombine it; alpha_i = accepted_at[i] / drafted_at[i];
+  conditional alpha_i = accepted_at[i] / tested_at[i].
 - identical = prompts whose tokens equal ``none``'s (temperature 0: every exact method must).
 
 Cost model and prediction, all from the step timings of this run:
@@ -23,11 +26,12 @@ Cost model and prediction, all from the step timings of this run:
   medusa / eagle rows (trees): c as for lookup (one head pass per step); ``tree_nodes`` = mean
   nodes per step; ``accept_rate_per_depth`` a_d = P(a node at depth d accepted | depth d tested);
   E = the measured tau (no closed form for a tree), so "predicted" checks the cost model only.
-- alpha_cond = sum accepted_at / sum tested_at; k_mean = drafted / steps (mean k actually drafted).
+- k_mean = drafted / steps (mean k actually drafted).
 - r_score = median ``score`` ms of the row / target_ms: verifying k+1 tokens costs more than one.
 - ``predicted_speedup_iid`` = E / (k_mean c + 1)       (lookup: E / (c + 1))
   ``predicted_speedup``     = E / (k_mean c + r_score) (lookup: E / (c + r_score))
-  with E = expected_tokens(alpha_cond, k_mean) = (1 - alpha^(k+1)) / (1 - alpha) of specdec.core.theory.
+  with E = expected_tokens(alpha_tested, k_mean) = (1 - alpha^(k+1)) / (1 - alpha) of specdec.core.theory
+  (accepted / tested, never accepted / drafted: the latter is a (1 - a^k) / (k (1 - a)) < a).
   The gap between predicted and measured speedup is what the i.i.d. model leaves out: the verify
   step, Python overhead and the draft's cache resynchronisation.
 """
@@ -90,6 +94,9 @@ def cost_model(row, reps_by_prompt, target_ms: float | None) -> dict:
     out = {
         "tau": st.tau,
         "alpha": st.alpha,
+        "alpha_tested": st.alpha_tested,
+        "tested": sum(st.tested_at),
+        "accepted": sum(st.accepted_at),
         "alpha_per_position": st.alpha_per_position,
         "conditional_alpha_per_position": st.conditional_alpha_per_position,
         "target_ms": target_ms,
@@ -110,11 +117,10 @@ def cost_model(row, reps_by_prompt, target_ms: float | None) -> dict:
         out["c"] = _ratio(_median([ev.timings_ms["propose"] for ev in steps]), target_ms)
     else:
         out["c"] = _ratio(out["draft_ms_per_token"], target_ms)
-    tested = sum(st.tested_at)
-    if not tested or out["c"] is None or out["r_score"] is None:
+    if st.alpha_tested is None or out["c"] is None or out["r_score"] is None:
         return out
     k_mean = out["k_mean"]
-    e = expected_tokens(sum(st.accepted_at) / tested, k_mean)
+    e = expected_tokens(st.alpha_tested, k_mean)  # accepted / tested: the i.i.d. formula's alpha
     if row.method in TREE_METHODS:  # no i.i.d. chain formula for a tree: use the measured tau
         e = st.tau
     cost = out["c"] if row.method in PER_STEP_COST else k_mean * out["c"]

@@ -14,7 +14,8 @@ that the bench's summary cannot make (they need the draft size of every step):
 - ``predicted_step_cost`` = tau_pos x (mean step ms of none / mean step ms of the row): acceptance
   modelled, every cost (propose, score, verify, Python) measured. What is left between it and the
   measured speedup is the acceptance model's error plus prefill.
-with E = ``theory.expected_tokens`` and alpha = the pooled conditional acceptance rate.
+with E = ``theory.expected_tokens`` and alpha = ``alpha_cond``, the pooled accepted / tested
+(``Stats.alpha_tested``, the i.i.d. formula's alpha; never accepted / drafted).
 ``plot(result)`` draws speedup against k as an SVG (measured solid, per-position prediction
 dashed, the draft's textbook prediction dotted); ``format_rows`` is the text table. The command
 line is ``specdec sweep`` (specdec/cli/sweep.py). The draft's confidence cut-off is off by default
@@ -126,10 +127,11 @@ def add_predictions(result: dict) -> dict:
 
 
 def _pooled_alpha(results: list) -> float:
+    """accepted / tested over every recorded generation (``Stats.alpha_tested``; 0 when nothing
+    was tested): the alpha the i.i.d. formula takes, not accepted / drafted."""
     from specdec.core.events import Stats
 
-    st = Stats.total([res.stats for res in results])
-    return sum(st.accepted_at) / max(1, sum(st.tested_at))
+    return Stats.total([res.stats for res in results]).alpha_tested or 0.0
 
 
 def sweep(

@@ -41,8 +41,11 @@ class Piece:
 
 @dataclass
 class Stats:
-    """Running counters. alpha = accepted / drafted; tau = emitted tokens / target forwards
-    (counting the recovered or bonus token, so the baseline has tau = 1)."""
+    """Running counters. Two acceptance rates (docs/theory-speedup.md defines both):
+    alpha = accepted / drafted (vLLM's "acceptance rate"); alpha_tested = accepted / tested
+    (Leviathan et al.'s per-token acceptance probability, the alpha of the i.i.d. formula
+    E = (1 - alpha^(k+1)) / (1 - alpha)). tau = emitted tokens / target forwards (counting the
+    recovered or bonus token, so the baseline has tau = 1; vLLM's "mean acceptance length")."""
 
     steps: int = 0
     target_forwards: int = 0
@@ -58,7 +61,18 @@ class Stats:
 
     @property
     def alpha(self) -> float | None:
+        """accepted / drafted: vLLM's "acceptance rate". Tokens drafted after the first rejection
+        are never tested, so under i.i.d. acceptance a this is a (1 - a^k) / (k (1 - a)), not a
+        (0.59 at a = 0.8, k = 4): do not put it into the i.i.d. formula; use ``alpha_tested``."""
         return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def alpha_tested(self) -> float | None:
+        """accepted / tested: the probability that a draft token the verifier tested is accepted,
+        Leviathan et al.'s alpha (section 3.1) and the one ``theory.expected_tokens`` takes. None
+        when nothing was tested."""
+        tested = sum(self.tested_at)
+        return sum(self.accepted_at) / tested if tested else None
 
     @property
     def tau(self) -> float | None:
@@ -142,6 +156,7 @@ class Stats:
         d = asdict(self)
         d.update(
             alpha=self.alpha,
+            alpha_tested=self.alpha_tested,
             tau=self.tau,
             tokens_per_s=self.tokens_per_s,
             alpha_per_position=self.alpha_per_position,

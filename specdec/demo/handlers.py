@@ -90,7 +90,7 @@ class Handlers:
             RunRecord(
                 method,
                 str(spec.k),
-                s.alpha if s else None,
+                s.alpha_tested if s else None,  # accepted / tested: the i.i.d. curves' alpha
                 s.tau if s else None,
                 s.tokens_per_s if s else None,
                 c=R.cost_ratio(t),
@@ -206,7 +206,10 @@ class Handlers:
             )
             st = t.stats
             tau, alpha = R.num(st and st.tau, ".2f"), R.num(st and st.alpha, ".2f")
-            meta = f'<div class="sd-race-meta" data-runs="{len(runs)}">{speed} · tau {tau} · alpha {alpha}</div>'
+            meta = (
+                f'<div class="sd-race-meta" data-runs="{len(runs)}">{speed} · tau {tau} · '
+                f"acceptance rate (accepted / drafted) {alpha}</div>"
+            )
             cols.append(ST.stream_value(t, "", names[side], head=f"<h4>{name}</h4>{meta}"))
         return cols[0], cols[1]
 
@@ -217,7 +220,7 @@ class Handlers:
         s = m.stats
         c = R.cost_ratio(m)
         session.runs.append(
-            RunRecord(spec.method, str(spec.k), s.alpha, s.tau, statistics.median(tps["method"]), sm.median, c)
+            RunRecord(spec.method, str(spec.k), s.alpha_tested, s.tau, statistics.median(tps["method"]), sm.median, c)
         )
         c_txt = f" Measured c ~ {c:.2f}." if c is not None else ""
         return (

@@ -141,11 +141,13 @@ def _teach_tab(h: Handlers, session) -> tuple:
     gr.Markdown(
         "### (a) How fast can it be?  E[tokens per step] = (1 - alpha^(k+1)) / (1 - alpha);  "
         "speedup = (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))\n"
-        "alpha: acceptance rate; k: draft tokens per step; c: cost of a draft forward / a target forward. "
+        "alpha = accepted / tested (the probability a tested draft token is accepted; not the Generate "
+        "view's acceptance rate, accepted / drafted); k: draft tokens per step; "
+        "c: cost of a draft forward / a target forward. "
         "Your Generate runs appear as orange points (tau), your races as red diamonds (speedup)."
     )
     with gr.Row():
-        a = gr.Slider(0.0, 0.99, value=0.7, step=0.01, label="alpha")
+        a = gr.Slider(0.0, 0.99, value=0.7, step=0.01, label="alpha = accepted / tested")
         k = gr.Slider(1, K_MAX, value=4, step=1, label="k")
         c = gr.Slider(0.0, 1.0, value=0.1, step=0.01, label="c")
     figure = gr.Plot(elem_id="sd-theory-plot")

@@ -4,8 +4,11 @@ Contract:
 - ``theory_figure(alpha, k, c, runs)`` is a plotly figure of specdec/core/theory.py's
   E[tokens per target forward] = (1 - alpha^(k+1)) / (1 - alpha) and walltime factor
   (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) against alpha, with this session's measured runs
-  (RunRecord) overlaid as points; ``theory_text`` states the numbers at the sliders' values and that
-  the walltime factor takes r = 1 (verifying k + 1 tokens as cheap as one), which a CPU does not give.
+  (RunRecord) overlaid as points. alpha = accepted / tested (the probability a tested draft token
+  is accepted, Leviathan et al.'s alpha): the runs are placed by ``Stats.alpha_tested``, not by the
+  Generate view's acceptance rate accepted / drafted, which is smaller. ``theory_text`` states the
+  numbers at the sliders' values and that the walltime factor takes r = 1 (verifying k + 1 tokens
+  as cheap as one), which a CPU does not give.
 - ``parse_weights(text, V)`` turns "5, 3, 1, 1" into a probability vector or raises ConfigError.
 - ``monte_carlo(p, q, n, seed, checkpoints)`` draws x ~ q and runs the REAL verifier
   (specdec.core.verify.verify on an specdec.core.tree.Draft chain of one token with its q row) n times,
@@ -56,7 +59,8 @@ def theory_text(alpha: float, k: int, c: float) -> str:
     e = expected_tokens(alpha, k)
     s = speedup(alpha, k, c)
     return (
-        f"At alpha = {alpha:.2f}, k = {k}, c = {c:.2f}: **{e:.2f} tokens per target forward**, "
+        f"At alpha = {alpha:.2f} (alpha = accepted / tested: the probability a tested draft token is "
+        f"accepted), k = {k}, c = {c:.2f}: **{e:.2f} tokens per target forward**, "
         f"walltime factor **{s:.2f}x** (k c + 1 = {k * c + 1:.2f} forwards' worth of time per step). "
         f"The best k for this alpha and c is **{best_k(alpha, c, 16)}**. This takes r = 1: verifying "
         f"k + 1 tokens costs one 1-token forward, as on a GPU with a small batch. On a CPU, or in a "
@@ -144,7 +148,7 @@ def theory_figure(alpha: float, k: int, c: float, runs: list[RunRecord]) -> go.F
             row=1,
             col=2,
         )
-    fig.update_xaxes(title_text="acceptance rate alpha", range=[0, 1])
+    fig.update_xaxes(title_text="alpha = accepted / tested", range=[0, 1])
     fig.update_layout(height=380, margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.25})
     return fig
 

@@ -41,7 +41,14 @@ SPEC_FIELDS = ("method", "k", "max_new_tokens", "confidence", "ngram_max", "ngra
 GENERATE_FIELDS = frozenset(("type", "id", "prompt") + SPEC_FIELDS + SAMPLING_FIELDS)
 MAX_ID_CHARS = 128
 _STATS_FIELDS = tuple(f.name for f in fields(Stats))
-_STATS_DERIVED = ("alpha", "tau", "tokens_per_s", "alpha_per_position", "conditional_alpha_per_position")
+_STATS_DERIVED = (
+    "alpha",
+    "alpha_tested",
+    "tau",
+    "tokens_per_s",
+    "alpha_per_position",
+    "conditional_alpha_per_position",
+)
 
 RequestId = str | int
 
