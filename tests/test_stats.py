@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import torch
 
 from specdec.core.events import Stats
+from specdec.core.step import emitted
 from specdec.core.tree import Draft
 from specdec.core.verify import Verdict
-from specdec.engine.session import _pieces
 
 EOS = 0
 
@@ -28,7 +28,7 @@ def test_eos_inside_an_accepted_run_stops_there():
         path=(0, 1, 2), token=9, bonus=True, tested=((0, 1.0, 1.0, True), (1, 1.0, 1.0, True), (2, 1.0, 1.0, True))
     )
     engine = SimpleNamespace(eos_ids={EOS})
-    pieces, new, stop = _pieces(engine, draft, verdict, 1, FakeDetok(), room=100)
+    pieces, new, stop = emitted(engine.eos_ids, draft, verdict, 1, FakeDetok(), room=100)
     assert new == [5, EOS] and stop == "eos"
     assert [pc.kind for pc in pieces] == ["accepted", "accepted"]
 
@@ -37,14 +37,14 @@ def test_length_limit_cuts_inside_a_step_and_rejections_are_shown():
     draft = Draft.chain(torch.tensor([5, 6, 7]))
     verdict = Verdict(path=(0,), token=8, bonus=False, tested=((0, 0.9, 1.0, True), (1, 0.1, 1.0, False)))
     engine = SimpleNamespace(eos_ids={EOS})
-    pieces, new, stop = _pieces(engine, draft, verdict, 3, FakeDetok(), room=2)
+    pieces, new, stop = emitted(engine.eos_ids, draft, verdict, 3, FakeDetok(), room=2)
     assert new == [5, 8] and stop == "length"
     assert [(pc.kind, pc.text, pc.position) for pc in pieces] == [
         ("accepted", "<5>", 1),
         ("rejected", "[6]", 2),
         ("recovered", "<8>", 2),
     ]
-    pieces, new, stop = _pieces(engine, draft, verdict, 3, FakeDetok(), room=1)
+    pieces, new, stop = emitted(engine.eos_ids, draft, verdict, 3, FakeDetok(), room=1)
     assert new == [5] and stop == "length"
 
 
