@@ -152,7 +152,7 @@ def _hook(records: list[dict]) -> None:
         return after
 
     wrap(healing, "fit", after=stage("heal_fit"))
-    wrap(healing, "step", after=stage("heal_step"))
+    wrap(healing, "finish", after=stage("heal_step"))
     wrap(prefixes, "before_prefill", after=stage("before_prefill"))
     wrap(target.Target, "prefill", after=stage("prefill"))
 
