@@ -2,9 +2,9 @@
 embedded engine (``specdec/serving/remote.py``).
 
 Contract: ``add_backend_arg(parser)`` adds ``--backend URL`` and ``--backend-token T`` (default:
-``$SPECDEC_BACKEND_TOKEN``); ``backend_for(args, local)`` returns a ready ``RemoteBackend`` when
-``--backend`` is given (tokenizing with ``--target``'s tokenizer, the shipped one by default),
-else ``local()``; ``remote_events`` streams one request. An unreachable server is a
+``$SPECDEC_BACKEND_TOKEN``), which ``specdec.serving.remote.backend_for(args, local)`` reads: a
+ready ``RemoteBackend`` when ``--backend`` is given (tokenizing with ``--target``'s tokenizer, the
+shipped one by default), else ``local()``; ``remote_events`` streams one request. An unreachable server is a
 ``ConfigError`` (one-line error, exit 2).
 """
 
@@ -25,11 +25,9 @@ def add_backend_arg(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend-token", default=None, help="Bearer token for --backend (default: $SPECDEC_BACKEND_TOKEN)")
 
 
-from specdec.serving.remote import backend_for  # noqa: E402,F401 (the rule lives with the backend)
-
-
 def remote_events(args: argparse.Namespace, prompt: str, spec):
     """``specdec generate --backend URL``: the request's events from the remote server."""
     from specdec.serving.backend import Request
+    from specdec.serving.remote import backend_for
 
     return iter(backend_for(args, None).submit(Request(prompt, spec)))

@@ -41,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from specdec.cli.args import load_engine
-    from specdec.cli.backend_arg import backend_for
     from specdec.cli.batch_args import check_batch_args, make_backend
+    from specdec.serving.remote import backend_for
 
     check_batch_args(args)
     backend = backend_for(args, lambda: make_backend(args, load_engine(args)))

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
         return load_engine(args)
 
-    from specdec.cli.backend_arg import backend_for
+    from specdec.serving.remote import backend_for
 
     local = lambda: make_backend(args, loader=loader) if args.max_batch > 1 else None  # None: in-process
     server = create(loader, defaults, backend_for(args, local))

@@ -139,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from specdec.cli.args import load_engine
-    from specdec.cli.backend_arg import backend_for
     from specdec.cli.batch_args import check_batch_args, make_backend
     from specdec.core.config import ConfigError
     from specdec.server.openai_api import OpenAIServer
     from specdec.server.ws_protocol import PROTOCOL_VERSION
     from specdec.server.ws_server import ServerConfig, StreamServer
+    from specdec.serving.remote import backend_for
 
     check_args(args)
     check_batch_args(args)
