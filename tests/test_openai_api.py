@@ -136,3 +136,97 @@ def test_malformed_json_oversize_and_auth(api, client) -> None:
         client.completions.create(model="specdec", prompt="x", max_tokens=2, temperature=500)
     r = client.completions.create(model="specdec", prompt="import os\n", max_tokens=3, temperature=0)
     assert r.choices[0].model_extra["token_ids"]
+
+
+# -- issue 32, item 1: a stream without include_usage never ends with an empty-choices chunk -------------
+
+
+def _sse(api, body: dict) -> list[dict]:
+    """The ``data:`` chunks of a raw streaming request, up to ``[DONE]`` (which must come)."""
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+    req = urllib.request.Request(api.url + "/v1/completions", json.dumps(body).encode(), headers)
+    chunks = []
+    with urllib.request.urlopen(req, timeout=60) as r:
+        for line in r:
+            if line.startswith(b"data: [DONE]"):
+                return chunks
+            if line.startswith(b"data: "):
+                chunks.append(json.loads(line[6:]))
+    raise AssertionError("the stream ended without data: [DONE]")
+
+
+def test_the_usual_client_loop_reads_choices_0_of_every_chunk(client, engine, prompts) -> None:
+    stream = client.completions.create(model="specdec", prompt=prompts[0], max_tokens=12, temperature=0, stream=True)
+    chunks = list(stream)
+    text = "".join(ch.choices[0].text for ch in chunks)  # IndexError before the fix
+    ids = plain(engine, prompts[0], 12)
+    assert text == engine.tokenizer.decode(ids, skip_special_tokens=True)
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length") and chunks[-1].usage is None
+    assert all(ch.choices[0].finish_reason is None for ch in chunks[:-1])
+
+
+def test_raw_streams_send_the_empty_choices_usage_chunk_only_when_asked(api, engine, prompts) -> None:
+    body = {"model": "specdec", "prompt": prompts[2], "max_tokens": 8, "temperature": 0, "stream": True}
+    plain_chunks = _sse(api, body)
+    assert plain_chunks and all(len(c["choices"]) == 1 for c in plain_chunks)
+    assert all(c.get("usage") is None for c in plain_chunks)
+    last = plain_chunks[-1]
+    assert last["choices"][0]["finish_reason"] == "length" and last["specdec"]["stats"]["emitted"] == 8
+    asked = _sse(api, body | {"stream_options": {"include_usage": True}})
+    assert asked[-1]["choices"] == [] and asked[-1]["usage"]["completion_tokens"] == 8
+    assert all(len(c["choices"]) == 1 for c in asked[:-1])
+    assert [t for c in asked[:-1] for t in c["choices"][0]["token_ids"]] == plain(engine, prompts[2], 8)
+
+
+def test_a_stream_that_no_step_finished_gets_a_choice_with_its_finish_reason() -> None:
+    from specdec.core.config import GenerateSpec as Spec
+    from specdec.server import openai_protocol as oa
+
+    req = oa.Completion("cmpl-x", [1, 2], Spec(), stream=True, include_usage=False)
+    (tail,) = oa.final_chunks(req, "cancelled", 3, None, carried=False)
+    assert tail["choices"][0]["text"] == "" and tail["choices"][0]["finish_reason"] == "abort"
+    assert oa.final_chunks(req, "eos", 3, None, carried=True) == []
+
+
+# -- issue 32, item 2: no-op values accepted, real ones refused naming the parameter, OpenAI's ranges -----
+
+NO_OPS = {"frequency_penalty": 0, "presence_penalty": 0.0, "logit_bias": {}, "best_of": 1, "n": 1}
+
+
+def test_clients_that_always_send_defaults_are_served(api, engine, prompts) -> None:
+    body = {"model": "specdec", "prompt": prompts[0], "max_tokens": 6, "temperature": 0} | NO_OPS
+    status, r = _raw(api, json.dumps(body).encode())
+    assert status == 200 and r["choices"][0]["token_ids"] == plain(engine, prompts[0], 6)
+    status, r = _raw(api, json.dumps(body | dict.fromkeys(NO_OPS)).encode())  # nulls as well
+    assert status == 200
+
+
+REFUSED = [
+    ({"frequency_penalty": 0.5}, "frequency_penalty"),
+    ({"presence_penalty": -1}, "presence_penalty"),
+    ({"logit_bias": {"42": 100}}, "logit_bias"),
+    ({"best_of": 2}, "best_of"),
+    ({"n": 2}, "n"),
+    ({"n": True}, "n"),
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"max_tokens": -3}, "max_tokens"),
+    ({"max_tokens": "8"}, "max_tokens"),
+    ({"max_tokens": 10_000}, "max_tokens"),
+    ({"temperature": 99}, "temperature"),
+    ({"temperature": 2.01}, "temperature"),
+    ({"temperature": -0.1}, "temperature"),
+    ({"top_p": 0}, "top_p"),
+]
+
+
+@pytest.mark.parametrize("fields, param", REFUSED)
+def test_a_refused_value_is_a_400_naming_its_parameter(api, fields, param) -> None:
+    status, err = _raw(api, json.dumps({"model": "specdec", "prompt": "x = 1"} | fields).encode())
+    e = err["error"]
+    assert status == 400 and e["code"] == "bad_params" and e["type"] == "invalid_request_error"
+    assert e["param"] == param and param in e["message"] and "max_new_tokens" not in e["message"]
+
+
+def test_temperature_2_is_in_openais_range(api) -> None:
+    body = {"model": "specdec", "prompt": "x = 1", "max_tokens": 2, "temperature": 2, "seed": 1}
+    assert _raw(api, json.dumps(body).encode())[0] == 200

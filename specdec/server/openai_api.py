@@ -3,8 +3,9 @@
 Contract: ``OpenAIServer(backend, limits, host, port, token)`` serves, from a thread per request
 (stdlib ``ThreadingHTTPServer``; no dependency beyond the standard library):
 - ``POST /v1/completions`` (``specdec/server/openai_protocol.py``): non-streaming, one JSON reply; streaming,
-  server-sent events, one ``data:`` chunk per engine step, a final chunk (usage when
-  ``stream_options.include_usage``, the stop reason and stats in ``specdec``), then ``data: [DONE]``;
+  server-sent events, one ``data:`` chunk per engine step (the last one carries the finish reason),
+  the usage chunk (``choices: []``) only when ``stream_options.include_usage`` asks for it, then
+  ``data: [DONE]`` (``openai_protocol.final_chunks``);
 - ``GET /v1/models`` (the one model ``specdec``, its methods, context and limits) and ``GET /health``.
 With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401). Every refusal is an
 OpenAI error object with its HTTP status (400, 401, 404, 413, 429, 503, 500) and the server keeps
@@ -150,13 +151,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        tokens, stats = 0, None
+        tokens, stats, carried = 0, None, False
         for ev in _events(handle):
             self._event(oa.chunk(req, ev))
-            tokens, stats = tokens + len(ev.token_ids), ev.stats
+            tokens, stats, carried = tokens + len(ev.token_ids), ev.stats, ev.stop is not None
         if handle.error is not None:
             self._event(oa.engine_failure(handle.error).body())
-        self._event(oa.final_chunk(req, handle.stop, tokens, stats))
+        for body in oa.final_chunks(req, handle.stop, tokens, stats, carried):
+            self._event(body)
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 

@@ -8,8 +8,14 @@ the error codes (``ws_protocol.ERROR_CODES``) plus ``model_not_found`` and ``not
 route); ``STATUS`` gives each code its HTTP status.
 OpenAI fields: ``model`` (must be ``specdec``), ``prompt`` (a string or token ids),
 ``max_tokens`` (default 16, as OpenAI), ``temperature`` (default 1, as OpenAI), ``top_p``, ``seed``,
-``stream``, ``stream_options.include_usage``, ``n`` (1), ``echo`` (false), ``stop``/``logprobs``
-(null), ``user``; vLLM's ``top_k`` and ``return_token_ids``. The extension object ``specdec``
+``stream``, ``stream_options.include_usage``, ``user``; vLLM's ``top_k`` and ``return_token_ids``.
+The fields it does not implement (``NO_OP``: ``n``, ``best_of``, ``echo``, ``stop``, ``logprobs``,
+``frequency_penalty``, ``presence_penalty``, ``logit_bias``) are accepted absent, null or at their
+no-op value (``n: 1``, ``frequency_penalty: 0``, ``logit_bias: {}``, ...), as clients that always
+send defaults do; any other value is a 400 whose ``param`` names the field. Ranges as OpenAI and
+vLLM check them: ``max_tokens`` >= 1 (0 is a 400, not 16), ``temperature`` in [0, 2]; every error
+names the OpenAI field (``max_tokens``, not the engine's ``max_new_tokens``) in its message and
+``param``. The extension object ``specdec``
 (``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. Replies carry
 ``choices[0].token_ids`` and, in ``specdec``, every token's fate: one step dict per engine step
 (``ws_protocol.step`` without its type and id) and the final stats. Why a second protocol: any
@@ -45,10 +51,20 @@ STATUS = {
     "shutting_down": 503,
     "internal": 500,
 }
+NO_OP = {  # fields this server does not implement: absent, null or this value (no effect), else a 400
+    "n": 1,
+    "best_of": 1,
+    "echo": False,
+    "stop": [],
+    "logprobs": None,
+    "frequency_penalty": 0,
+    "presence_penalty": 0,
+    "logit_bias": {},
+}
 FIELDS = frozenset(
-    "model prompt max_tokens temperature top_p top_k seed stream stream_options n echo stop logprobs "
-    "user return_token_ids specdec".split()
-)
+    "model prompt max_tokens temperature top_p top_k seed stream stream_options user return_token_ids specdec".split()
+) | frozenset(NO_OP)
+MAX_TEMPERATURE = 2.0  # OpenAI's range is [0, 2]
 EXT_FIELDS = frozenset(("method", "k", "confidence", "ngram_max", "ngram_min"))
 FINISH = {"eos": "stop", "length": "length", "context": "length"}  # else "abort" (cancelled, shutdown, error)
 
@@ -103,9 +119,7 @@ def parse(
         raise error(
             "model_not_found", f"the model {body.get('model')!r} does not exist; this server has {MODEL!r}", "model"
         )
-    for name, allowed in (("n", (None, 1)), ("echo", (None, False)), ("stop", (None, [])), ("logprobs", (None,))):
-        if body.get(name) not in allowed:
-            raise error("bad_params", f"{name}={body[name]!r} is not supported here", name)
+    _refuse_unsupported(body)
     ext = body.get("specdec") or {}
     if not isinstance(ext, dict) or set(ext) - EXT_FIELDS:
         raise error(
@@ -143,19 +157,60 @@ def _prompt_ids(prompt: Any, encode: Callable[[str], list[int]], limits: proto.L
     return list(ids)
 
 
+def _same(value: Any, no_op: Any) -> bool:
+    """``value`` is ``no_op`` as JSON sees it (``true`` is not ``1``, ``0.0`` is ``0``)."""
+    return isinstance(value, bool) == isinstance(no_op, bool) and value == no_op
+
+
+def _refuse_unsupported(body: dict) -> None:
+    """Raise a 400 naming the first field of ``NO_OP`` sent with a value that would change the output."""
+    for name, no_op in NO_OP.items():
+        value = body.get(name)
+        if value is not None and not _same(value, no_op):
+            allowed = "null" if no_op is None else f"null or {json.dumps(no_op)}"
+            raise error(
+                "bad_params", f"{name}={json.dumps(value)} is not supported by this server; send {allowed}", name
+            )
+
+
+def _checked_number(body: dict, name: str, default: float, low: float, high: float | None, integer: bool) -> Any:
+    """``body[name]`` (``default`` when absent or null), or a 400 naming ``name`` when it is not a
+    number (an integer when ``integer``) in [low, high]."""
+    value = body.get(name)
+    if value is None:
+        return default
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise error("bad_params", f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", name)
+    if value < low or (high is not None and value > high):
+        bound = f"at least {low:g}" if high is None else f"in [{low:g}, {high:g}]"
+        raise error("bad_params", f"{name} must be {bound}, got {value!r}", name)
+    return value
+
+
+def _config_error(e: ConfigError) -> ApiError:
+    """The engine's refusal, in the OpenAI field names: ``param`` is the field the message names."""
+    message = str(e).replace("max_new_tokens", "max_tokens")
+    word = message.split(" ", 1)[0]
+    param = word if word in FIELDS else f"specdec.{word}" if word in EXT_FIELDS else None
+    return error("bad_params", message, param)
+
+
 def _spec(body: dict, ext: dict, method: str, limits: proto.Limits) -> GenerateSpec:
+    max_tokens = _checked_number(body, "max_tokens", 16, 1, None, integer=True)
+    temperature = _checked_number(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE, integer=False)
     try:
         sampling = SamplingParams(
-            temperature=body.get("temperature", 1.0),
+            temperature=temperature,
             top_k=max(body.get("top_k", 0) or 0, 0),  # vLLM's -1 also means off
             top_p=body.get("top_p", 1.0),
             seed=body.get("seed"),
         )
-        spec = GenerateSpec(method=method, max_new_tokens=body.get("max_tokens") or 16, sampling=sampling, **{
+        spec = GenerateSpec(method=method, max_new_tokens=max_tokens, sampling=sampling, **{
             f: ext[f] for f in EXT_FIELDS - {"method"} if f in ext
         })  # fmt: skip
     except ConfigError as e:
-        raise error("bad_params", str(e)) from None
+        raise _config_error(e) from None
     except (TypeError, ValueError) as e:
         raise error("bad_params", f"invalid parameter: {e}") from None
     if spec.sampling.seed is not None and not 0 <= spec.sampling.seed < 2**63:
@@ -185,7 +240,8 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 
 def chunk(req: Completion, ev: StepEvent) -> dict[str, Any]:
-    """One streamed step: its emitted text and tokens, and every token's fate in ``specdec``."""
+    """One streamed step: its emitted text and tokens, and every token's fate in ``specdec``; the
+    step that ends the request carries the ``finish_reason`` and, in ``specdec``, the final stats."""
     choice = {
         "index": 0,
         "text": ev.text,
@@ -193,15 +249,24 @@ def chunk(req: Completion, ev: StepEvent) -> dict[str, Any]:
         "finish_reason": finish_reason(ev.stop),
         "logprobs": None,
     }
-    return _envelope(req, [choice]) | {"specdec": {"step": step_fates(ev)}}
+    ext = {"step": step_fates(ev)} | ({"stats": proto.stats_dict(ev.stats)} if ev.stop is not None else {})
+    return _envelope(req, [choice]) | {"specdec": ext}
 
 
-def final_chunk(req: Completion, stop: str, tokens: int, stats: Stats | None) -> dict[str, Any]:
-    """After the last step: the finish reason when no step carried it (a cancel), usage, stats."""
-    out = _envelope(req, [])
-    out["usage"] = _usage(len(req.prompt_ids), tokens) if req.include_usage else None
-    out["specdec"] = {"stop": stop, "stats": proto.stats_dict(stats or Stats())}
-    return out
+def final_chunks(req: Completion, stop: str, tokens: int, stats: Stats | None, carried: bool) -> list[dict[str, Any]]:
+    """What follows the last step's chunk, as OpenAI and vLLM send it.
+
+    With ``stream_options.include_usage``: one chunk with ``choices: []``, the usage, and the stop
+    reason and stats in ``specdec``. Without it no chunk has empty choices (``ch.choices[0]`` works
+    on every chunk): nothing when a step ``carried`` the finish reason, else (a cancel, an engine
+    failure, a shutdown) one chunk whose only choice has no text and the finish reason."""
+    ext = {"stop": stop, "stats": proto.stats_dict(stats or Stats())}
+    if req.include_usage:
+        return [_envelope(req, []) | {"usage": _usage(len(req.prompt_ids), tokens), "specdec": ext}]
+    if carried:
+        return []
+    choice = {"index": 0, "text": "", "token_ids": [], "finish_reason": finish_reason(stop), "logprobs": None}
+    return [_envelope(req, [choice]) | {"specdec": ext}]
 
 
 def response(req: Completion, events: list[StepEvent], stop: str) -> dict[str, Any]:
