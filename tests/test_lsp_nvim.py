@@ -86,3 +86,27 @@ def test_at_a_lines_end_neovim_never_gets_the_next_line(tmp_path: Path, engine, 
     assert full.startswith("\n")  # the model ends the line: the defect answered with the next line
     result = _probe(tmp_path, text, len(lines) - 1, len(lines[-1]), stop)
     assert result["items"] == [] and result["buffer"] == lines
+
+
+QUOTED = [  # (the file, ending with the line before the cursor; what the editor auto-paired after it)
+    (
+        "class Log:\n    def __init__(self, path):\n        self.path = path\n\n    def save(self, text):\n"
+        '        with open(self.path, "',
+        '")',
+    ),
+    ("def names(rows):\n    return [row['", "'] for row in rows]"),
+]
+
+
+@pytest.mark.parametrize("before, after", QUOTED)
+def test_inside_auto_paired_quotes_neovim_never_doubles_the_closing_quote(tmp_path: Path, engine, before, after):
+    """Issue 32, item 6: ``open(self.path, "|")`` became ``open(self.path, "w"")``."""
+    quote = after[0]
+    full = _healed(engine, before).split("\n")[0]
+    assert quote in full  # the model closes the string itself: the case that doubled the quote
+    lines = (before + after).split("\n")
+    col = len(before.split("\n")[-1])
+    result = _probe(tmp_path, before + after + "\n", len(lines) - 1, col)
+    (item,) = [i["insertText"] for i in result["items"]]
+    assert item == full[: full.index(quote)].rstrip() and quote not in item
+    assert result["buffer"][len(lines) - 1] == lines[-1][:col] + item + after

@@ -11,7 +11,7 @@ import pytest
 from specdec.lsp.completer import Completer
 from specdec.lsp.quiet import EARLY_SOLID, EarlyJunk, repetitive
 from specdec.lsp.shared import Shared
-from specdec.lsp.suffix import merge, rest_of_line
+from specdec.lsp.suffix import merge, open_quote, rest_of_line
 
 CASES = [  # (line before the cursor, model's continuation, text after the cursor, the line after accepting)
     ("    with open(pa", 'th, "r") as f:', "):", '    with open(path, "r") as f:'),
@@ -28,9 +28,43 @@ CASES = [  # (line before the cursor, model's continuation, text after the curso
 ]
 
 
+QUOTE_CASES = [  # inside an auto-paired string: the completion's closing quote is the editor's
+    ('    with open(self.path, "', 'w") as f:', '")', '    with open(self.path, "w")'),
+    ('    with open(self.path, "', 'w", encoding="utf-8") as f:', '")', '    with open(self.path, "w")'),
+    ('x = row["', 'name"])', '"])', 'x = row["name"])'),
+    ("x = row['", "name'])", "'])", "x = row['name'])"),
+    ("s = '", "it\\'s')", "')", "s = 'it\\'s')"),
+    ('print(f"', 'Hello {name}!")', '")', 'print(f"Hello {name}!")'),
+    ('print(f"{', 'x + 1}")', '}")', 'print(f"{x + 1}")'),
+    ("msg = f'{", "user['name']}'", "}'", "msg = f'{user['name']}'"),
+    ('    """', 'Return the lines."""', '"""', '    """Return the lines."""'),
+    ("print(", '"a)b")', ")", 'print("a)b")'),  # a bracket inside a string the completion opens
+]
+
+
 def _accept(before: str, text: str, after: str, type_over: bool = True) -> str:
-    insert, n = merge(text, rest_of_line(after), type_over)
+    insert, n = merge(text, rest_of_line(after), type_over, before)
     return before + insert + after[n:]
+
+
+@pytest.mark.parametrize("before, text, after, want", QUOTE_CASES)
+def test_without_type_over_an_unmatched_closing_quote_ends_the_item_like_a_bracket(before, text, after, want):
+    assert _accept(before, text, after, type_over=False) == want
+
+
+@pytest.mark.parametrize("before, text, after, want", QUOTE_CASES)
+def test_with_type_over_the_closing_quote_is_typed_over_never_doubled(before, text, after, want):
+    line = _accept(before, text, after)
+    assert line.startswith(want) and after.strip() * 2 not in line
+
+
+def test_open_quote_is_the_string_left_open_before_the_cursor():
+    assert open_quote('open(p, "') == '"' and open_quote("row['") == "'" and open_quote('f"{x') == '"'
+    assert open_quote('    """') == '"""' and open_quote('x = "a\\"') == '"'
+    assert open_quote('x = "a" + ') is None and open_quote("x = ''") is None
+    assert open_quote("# don't") is None and open_quote("") is None
+    # a quote typed by the user with no closing quote after the cursor closes the string: kept
+    assert merge('w")', ")", False, 'open(p, "') == ('w"', 0)
 
 
 @pytest.mark.parametrize("before, text, after, want", CASES)

@@ -179,14 +179,15 @@ class SpecdecServer(LanguageServer):
         self.notify_stats(uri, opts, "model", "done", out, t0, job.method)
         return out.text
 
-    def shape(self, text: str, after: str) -> tuple[str, int]:
+    def shape(self, text: str, after: str, prefix: str = "") -> tuple[str, int]:
         """(text to insert, characters after the cursor it replaces) for this client: merged
-        with the rest of the line (``specdec.lsp.suffix``); one line and no replacing for simple clients."""
+        with the rest of the line (``specdec.lsp.suffix``; ``prefix`` tells whether the cursor is in
+        a string); one line and no replacing for simple clients."""
         rest = rest_of_line(after)
         simple = self.simple_client()
         if simple:
             text = text.split("\n", 1)[0]
-        return merge(text, rest, type_over=not simple)
+        return merge(text, rest, type_over=not simple, before=current_line(prefix))
 
     def notify_stats(
         self, uri: str, opts: Options, source: str, outcome: str, out: Outcome, t0: float, method: str | None = None
@@ -267,7 +268,7 @@ def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> S
         if got is None:
             return t.CompletionList(is_incomplete=False, items=[])
         prefix, text, after = got
-        text, replace_n = ls.shape(text, after) if text else ("", 0)
+        text, replace_n = ls.shape(text, after, prefix) if text else ("", 0)
         if not text.strip():
             return t.CompletionList(is_incomplete=True, items=[])
         word = word_before(prefix)
@@ -293,7 +294,7 @@ def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> S
         got = await ls.complete(params.text_document.uri, params.position, params.work_done_token)
         if got is None or not got[1]:
             return t.InlineCompletionList(items=[])
-        text, replace_n = merge(got[1], rest_of_line(got[2]))  # ghost text may hold several lines
+        text, replace_n = merge(got[1], rest_of_line(got[2]), before=current_line(got[0]))  # may hold several lines
         if not text.strip():
             return t.InlineCompletionList(items=[])
         end = t.Position(params.position.line, params.position.character + _units(rest_of_line(got[2])[:replace_n]))

@@ -11,14 +11,21 @@ Contract (pure, no pygls, no torch):
      dropped: insert ``"hi"``, the editor's ``)`` stays;
   2. else if the line's rest appears in it in order (type-over, as an editor's auto-pairs do:
      ``open(pa|):`` completed as ``th) as f:``), the completion replaces the rest of the line;
-  3. else it stops before its first closing bracket that closes nothing it opened (that bracket
-     belongs to the line's rest), and trailing blanks are dropped.
+  3. else it stops before its first closer that closes nothing it opened (that closer belongs to
+     the line's rest), and trailing blanks are dropped.
+  A closer is a closing bracket or, when the cursor is inside a string literal whose closing quote
+  the line's rest already has (an auto-paired ``"|"``), that quote: ``open(p, "|")`` completed as
+  ``w")`` inserts ``w``. Brackets inside a string the completion opens itself count for nothing.
   The result of every case, put in the buffer, never repeats the editor's text: tested.
+- ``open_quote(line)`` is the quote (``"``, ``'``, or a triple quote) of the string literal left
+  open at the end of ``line`` (the cursor's line before the cursor), or None: outside any string,
+  or after a comment starts.
 """
 
 from __future__ import annotations
 
 OPEN, CLOSE = "([{", ")]}"
+QUOTES = ('"""', "'''", '"', "'")  # longest first
 
 
 def rest_of_line(after: str) -> str:
@@ -45,29 +52,72 @@ def _type_over(tail: str, body: str) -> bool:
     return j == len(need)
 
 
-def _before_unmatched_closer(text: str) -> str:
-    depth = 0
-    for i, ch in enumerate(text):
+def open_quote(line: str) -> str | None:
+    """The quote of the string literal still open at the end of ``line``, or None."""
+    i, quote = 0, None
+    while i < len(line):
+        if quote is None:
+            if line[i] == "#":
+                return None  # a comment: no string is open
+            quote = _quote_at(line, i)
+            i += len(quote) if quote else 1
+        elif line[i] == "\\":
+            i += 2
+        elif line.startswith(quote, i):
+            i, quote = i + len(quote), None
+        else:
+            i += 1
+    return quote
+
+
+def _quote_at(text: str, i: int) -> str | None:
+    return next((q for q in QUOTES if text.startswith(q, i)), None)
+
+
+def _before_unmatched_closer(text: str, quote: str | None = None) -> str:
+    """``text`` up to its first closer that closes nothing it opened: a closing bracket, or
+    ``quote`` (the string the cursor is in) outside the brackets ``text`` opened. Brackets in a
+    string literal ``text`` opens itself are not counted; a backslash escapes the next character."""
+    depth, inner, i = 0, None, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and (inner is not None or quote is not None):
+            i += 2
+            continue
+        if inner is not None:
+            i, inner = (i + len(inner), None) if text.startswith(inner, i) else (i + 1, inner)
+            continue
+        if quote is not None and depth == 0 and text.startswith(quote, i):
+            return text[:i]
+        q = _quote_at(text, i)
+        if q is not None and (quote is None or depth > 0):
+            inner, i = q, i + len(q)
+            continue
         if ch in OPEN:
             depth += 1
         elif ch in CLOSE:
             depth -= 1
             if depth < 0:
                 return text[:i]
+        i += 1
     return text
 
 
-def merge(text: str, rest: str, type_over: bool = True) -> tuple[str, int]:
+def merge(text: str, rest: str, type_over: bool = True, before: str = "") -> tuple[str, int]:
     """(text to insert at the cursor, characters after the cursor it replaces); without
-    ``type_over`` (a client that ignores an edit's range) case 2 is skipped."""
+    ``type_over`` (a client that ignores an edit's range) case 2 is skipped. ``before`` is the
+    cursor's line before the cursor (where a string literal may be open)."""
     if not rest.strip():
         return text, 0
     line = text.split("\n", 1)[0]
     tail = rest.rstrip()
     body = line.rstrip()
-    own = _before_unmatched_closer(body)
+    quote = open_quote(before)
+    quote = quote if quote is not None and quote in tail else None  # only a quote the line's rest has
+    own = _before_unmatched_closer(body, quote)
     start = len(body) - len(tail)
-    if body.endswith(tail) and (start == len(own) or not any(ch in CLOSE for ch in tail)):
+    closers = CLOSE + (quote or "")
+    if body.endswith(tail) and (start == len(own) or not any(ch in closers for ch in tail)):
         return body[:start], 0
     if type_over and body and _type_over(tail, body):
         return body, len(tail)
