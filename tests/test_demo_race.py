@@ -1,5 +1,5 @@
 """The honest race (issue 17, defect 2): repeats by default, sides alternating, median and spread,
-a warning when the spread is larger than the difference, none against none refused. The pure parts
+a warning when the spread contains 1x, none against none refused. The pure parts
 (specdec/demo/race.py) and the handler on the shipped models through the real backend."""
 
 from __future__ import annotations
@@ -32,6 +32,26 @@ def test_a_spread_larger_than_the_difference_is_a_warning():
     assert not sm.conclusive and "Warning" in sm.sentence() and "cannot tell" in sm.sentence()
     one = RC.summary([3.4])
     assert not one.conclusive and "no spread" in one.sentence()
+
+
+@pytest.mark.parametrize(
+    "ups, verdict",
+    [
+        ([1.32, 1.64, 2.14], "faster"),  # the issue's draft race: a wide spread, every run faster
+        ([0.55, 0.7, 0.98], "slower"),
+        ([1.01, 3.0], "faster"),
+        ([0.99, 1.2, 1.3], None),  # one paired run slower: the interval contains 1
+        ([1.0, 1.5], None),
+    ],
+)
+def test_the_verdict_is_whether_the_interval_contains_1(ups, verdict):
+    sm = RC.summary(ups)
+    text = sm.sentence()
+    assert sm.conclusive == (verdict is not None)
+    if verdict is None:
+        assert "cannot tell" in text and "contains 1x" in text
+    else:
+        assert f"the method is {verdict} than the baseline" in text and "cannot tell" not in text
 
 
 def test_none_against_none_is_refused():

@@ -112,7 +112,7 @@ def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
         "The baseline (`none`) and the chosen method on the same prompt, seed and settings, one after the "
         "other, repeated with the sides alternating which runs first; both stream live. Speedup = tokens/s "
         "of the method / tokens/s of the baseline, paired run by run: the median and the spread are shown, "
-        "and a warning when the spread is larger than the difference. The machine may be shared."
+        "and a warning when the spread contains 1x (some runs faster, some not). The machine may be shared."
     )
     with gr.Row():
         repeats = gr.Slider(

@@ -5,9 +5,11 @@ Contract:
   and (method, none) when odd, so neither side always runs first (a warm cache or a neighbour's
   burst of work on a shared machine would otherwise favour one side).
 - ``speedups(tps)`` pairs the r-th runs of each side: speedup_r = tokens/s of the method / tokens/s
-  of the baseline; ``summary(ups)`` gives the median and the spread (max - min) and says whether the
-  spread is larger than the difference |median - 1|, in which case the race cannot tell the two
-  apart and the page says so instead of printing a bold speedup.
+  of the baseline; ``summary(ups)`` gives the median and the interval [min, max] of the paired
+  speedups. The race tells the two apart when that interval does not contain 1 (every paired run
+  was faster, or every one slower); when it contains 1 (or there is one run) the page says it
+  cannot tell instead of printing a bold speedup. How wide the interval is does not matter: 1.64x
+  with runs from 1.32x to 2.14x is faster.
 - Speed is the engine's own clock (``Stats.elapsed_s`` of the last step: prefill and every step,
   not the time the page took to pull the stream), so streaming both sides live costs them nothing.
 - ``check_race(method)`` refuses ``none`` against ``none`` (it would time noise against noise).
@@ -59,11 +61,11 @@ class Summary:
 
     @property
     def conclusive(self) -> bool:
-        """The spread of the paired speedups is smaller than their median's distance from 1."""
-        return self.n >= 2 and self.spread < abs(self.median - 1.0)
+        """At least two paired runs and their interval [low, high] does not contain 1."""
+        return self.n >= 2 and not self.low <= 1.0 <= self.high
 
     def sentence(self) -> str:
-        where = "faster" if self.median > 1 else "slower"
+        where = "faster" if self.low > 1 else "slower"
         head = (
             f"speedup {self.median:.2f}x (median of {self.n} paired runs, spread {self.low:.2f}x to {self.high:.2f}x)"
         )
@@ -71,11 +73,11 @@ class Summary:
             return f"{head}. One repeat has no spread: this number may be noise; raise the repeats."
         if not self.conclusive:
             return (
-                f"{head}. **Warning: the spread ({self.spread:.2f}) is larger than the difference from 1x "
-                f"({abs(self.median - 1):.2f}): this race cannot tell the two apart.** Raise the repeats "
-                "or the number of tokens; the machine may be busy."
+                f"{head}. **Warning: the spread contains 1x (some paired runs were faster, some not): "
+                "this race cannot tell the two apart.** Raise the repeats or the number of tokens; "
+                "the machine may be busy."
             )
-        return f"**{head}**: the method is {where} than the baseline beyond the spread of these runs."
+        return f"**{head}**: the method is {where} than the baseline in every paired run."
 
 
 def summary(ups: list[float]) -> Summary:
