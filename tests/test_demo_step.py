@@ -64,3 +64,16 @@ def test_panel_for_a_plain_step_and_before_start():
     assert "Start" in ST.panel_html(None)
     w = ST.Walk()
     assert w.next().at == -1 and ST.walk_html(w, "x") and not w.done
+
+
+def test_a_rejected_rows_verdict_is_not_struck_through_only_its_token():
+    """Issue 32, item 8: the whole verdict cell inherited the rejected token's line-through."""
+    from types import SimpleNamespace
+
+    node = {"node": 0, "depth": 1, "token": 7, "text": "x", "p": 0.1, "q": 0.9, "ratio": 0.11, "u": 0.5}
+    rec = {"nodes": [node | {"verdict": "rejected", "residual": []}], "final": {}}
+    panel = ST.panel_html(SimpleNamespace(step=1, verifier=rec))
+    verdict = re.search(r'<span class="sd-verdict" style="([^"]*)">rejected', panel).group(1)
+    token = re.search(r'<tr class="sd-check"[^>]*><td>1</td><td><code style="([^"]*)"', panel).group(1)
+    assert "line-through" not in verdict and "line-through" in token
+    assert "class='sd-record-wrap' style='overflow-x:auto" in panel  # the table scrolls inside its panel

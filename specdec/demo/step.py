@@ -10,7 +10,9 @@ Contract:
 - ``panel_html(event)`` is the verifier panel: every drafted token (tested or not) with p(x), q(x),
   min(1, p/q), the uniform u drawn (or why none was), the verdict, and after each rejection the
   residual norm(max(p - q, 0)) it moved on to as bars of its top tokens; then the token that ended
-  the step and the row it was sampled from. Each row carries ``data-*`` attributes with the
+  the step and the row it was sampled from. The table sits in a box that scrolls sideways when the
+  panel is narrower than it (a phone); a rejected row strikes through its token, never its verdict.
+  Each row carries ``data-*`` attributes with the
   engine's numbers, and the record itself follows as JSON (the browser test compares the two).
 - ``walk_html(walk)`` is the stream so far, the current step's tokens outlined.
 """
@@ -26,9 +28,10 @@ from specdec.core.config import GenerateSpec
 from specdec.core.events import StepEvent
 from specdec.demo import render as R
 
-VERDICT_STYLE = {
+STRUCK = "text-decoration:line-through"
+VERDICT_STYLE = {  # the verdict's words are never struck through: only a rejected token is
     "accepted": R.KIND_STYLE["accepted"],
-    "rejected": R.KIND_STYLE["rejected"],
+    "rejected": R.KIND_STYLE["rejected"].replace(";" + STRUCK, ""),
     "untested": "color:#64748b;font-style:italic",
 }
 MONO = "font-family:ui-monospace,Menlo,Consolas,monospace"
@@ -111,12 +114,12 @@ def _row(node: dict[str, Any]) -> str:
     }[v]
     cells = [
         str(node["depth"]),
-        f'<code style="{MONO}">{_tok(node["text"])}</code>',
+        f'<code style="{MONO}{";" + STRUCK if v == "rejected" else ""}">{_tok(node["text"])}</code>',
         _num(p_shown),
         _num(node["q"]),
         _num(node.get("ratio")),
         _u_text(node),
-        f'<span style="{VERDICT_STYLE[v]};padding:0 4px;border-radius:3px">{why}</span>',
+        f'<span class="sd-verdict" style="{VERDICT_STYLE[v]};padding:0 4px;border-radius:3px">{why}</span>',
     ]
     row = f'<tr class="sd-check" {attrs}>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
     if v == "rejected":
@@ -138,7 +141,8 @@ def panel_html(event: StepEvent | None) -> str:
     )
     body = "".join(_row(n) for n in rec["nodes"])
     table = (
-        f"<table class='sd-record' style='border-collapse:collapse;font-size:13px'><tr>{head}</tr>{body}</table>"
+        f"<div class='sd-record-wrap' style='overflow-x:auto;max-width:100%'><table class='sd-record' "
+        f"style='border-collapse:collapse;font-size:13px'><tr>{head}</tr>{body}</table></div>"
         if rec["nodes"]
         else "<p>Nothing was drafted in this step: a plain decoding step (one token from p).</p>"
     )

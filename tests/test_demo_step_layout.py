@@ -1,0 +1,102 @@
+"""Step through at a projector's 1280x720 and a phone's 390x844 (issue 32, item 8), in Debian's
+chromium driven by Playwright: the verifier's table must fit its panel (or scroll inside it) so the
+verdict column is never cut off, and a rejected row strikes through its token, never its verdict."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+sync_api = pytest.importorskip("playwright.sync_api")
+from specdec.demo.layout import launch_demo  # noqa: E402
+from tests.demo_helpers import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    fill_prompt,
+    free_port,
+    set_k,
+    set_max_new,
+    set_method,
+    set_number,
+)
+
+pytestmark = pytest.mark.slow
+PROMPT = "def fibonacci(n):"
+FITS = """() => {
+  const panel = document.querySelector('#sd-step-panel').getBoundingClientRect();
+  const wrap = document.querySelector('#sd-step-panel .sd-record-wrap');
+  const table = document.querySelector('#sd-step-panel table.sd-record').getBoundingClientRect();
+  const scrolls = ['auto', 'scroll'].includes(getComputedStyle(wrap).overflowX);
+  return {
+    table_right: table.right, panel_right: panel.right + 1, viewport: window.innerWidth + 1,
+    wrap_right: wrap.getBoundingClientRect().right, scrolls,
+    overflowing: wrap.scrollWidth > wrap.clientWidth,
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def page_url(backend):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is missing: run scripts/system-deps.sh (apt-get install -y chromium)")
+    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{demo.server_port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _step_with_a_rejection(page) -> None:
+    """Start a sampled draft run and walk to its first step with a rejected row (seeded: the same run)."""
+    fill_prompt(page, PROMPT)
+    set_method(page, "draft")
+    set_k(page, "4")
+    set_number(page, "sd-temperature", 0.8)
+    set_max_new(page, 40)
+    set_number(page, "sd-seed", 3)
+    page.get_by_role("tab", name="Step through").click()
+    page.click("#sd-step-start")
+    page.wait_for_selector("#sd-step-panel .sd-panel[data-step='1']", timeout=120_000)
+    for i in range(40):
+        if page.locator("#sd-step-panel tr.sd-check[data-verdict=rejected]").count():
+            return
+        page.click("#sd-step-next")
+        page.wait_for_selector(f"#sd-step-panel .sd-panel[data-step='{i + 2}']")
+    raise AssertionError("no step of this run rejected a token")
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (390, 844)])
+def test_step_table_fits_its_panel_and_verdicts_are_not_struck(browser, page_url, width, height):
+    phone = width < 700
+    ctx = browser.new_context(viewport={"width": width, "height": height}, has_touch=phone, is_mobile=phone)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(page_url)
+        page.wait_for_selector("#sd-run", timeout=120_000)
+        if phone:  # the page closes the settings sidebar on a phone; it must not cover the tab
+            page.wait_for_function("() => !document.getElementById('sd-sidebar').classList.contains('open')")
+        _step_with_a_rejection(page)
+        box = page.evaluate(FITS)
+        assert box["wrap_right"] <= box["panel_right"] and box["panel_right"] <= box["viewport"], box
+        assert box["table_right"] <= box["panel_right"] or (box["scrolls"] and box["overflowing"]), box
+        row = "#sd-step-panel tr.sd-check[data-verdict=rejected]"
+        deco = "e => getComputedStyle(e).textDecorationLine"
+        assert page.eval_on_selector(f"{row} .sd-verdict", deco) != "line-through"
+        assert page.eval_on_selector(f"{row} code", deco) == "line-through"  # the token still is
+        verdict = page.locator(f"{row} .sd-verdict").first
+        verdict.scroll_into_view_if_needed()
+        assert verdict.is_visible() and "rejected" in verdict.inner_text()
+        assert errors == []
+    finally:
+        ctx.close()
