@@ -94,7 +94,7 @@ QUOTED = [  # (the file, ending with the line before the cursor; what the editor
         '        with open(self.path, "',
         '")',
     ),
-    ("def names(rows):\n    return [row['", "'] for row in rows]"),
+    ("def f(d):\n    return d['", "']"),
 ]
 
 

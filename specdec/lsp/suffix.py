@@ -74,11 +74,12 @@ def _quote_at(text: str, i: int) -> str | None:
     return next((q for q in QUOTES if text.startswith(q, i)), None)
 
 
-def _before_unmatched_closer(text: str, quote: str | None = None) -> str:
+def _before_unmatched_closer(text: str, quote: str | None = None, inside: str | None = None) -> str:
     """``text`` up to its first closer that closes nothing it opened: a closing bracket, or
     ``quote`` (the string the cursor is in) outside the brackets ``text`` opened. Brackets in a
-    string literal ``text`` opens itself are not counted; a backslash escapes the next character."""
-    depth, inner, i = 0, None, 0
+    string literal are not counted: one ``text`` opens itself, or the one it starts ``inside`` (a
+    string the cursor is in whose closing quote is ``text``'s own); a backslash escapes a character."""
+    depth, inner, i = 0, inside, 0
     while i < len(text):
         ch = text[i]
         if ch == "\\" and (inner is not None or quote is not None):
@@ -112,9 +113,9 @@ def merge(text: str, rest: str, type_over: bool = True, before: str = "") -> tup
     line = text.split("\n", 1)[0]
     tail = rest.rstrip()
     body = line.rstrip()
-    quote = open_quote(before)
-    quote = quote if quote is not None and quote in tail else None  # only a quote the line's rest has
-    own = _before_unmatched_closer(body, quote)
+    opened = open_quote(before)
+    quote = opened if opened is not None and opened in tail else None  # a closing quote the line's rest has
+    own = _before_unmatched_closer(body, quote, None if quote else opened)
     start = len(body) - len(tail)
     closers = CLOSE + (quote or "")
     if body.endswith(tail) and (start == len(own) or not any(ch in closers for ch in tail)):
