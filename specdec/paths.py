@@ -17,3 +17,12 @@ DEFAULT_DRAFT = ASSETS / "draft"
 DEFAULT_PROMPTS = ASSETS / "prompts" / "code.jsonl"
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "results"
+
+
+def cache_dir() -> Path:
+    """Where specdec keeps what it builds or fetches: calibrations, models, vLLM's venv.
+    ``$SPECDEC_CACHE``, else ``$XDG_CACHE_HOME/specdec``, else ``~/.cache/specdec``."""
+    if os.environ.get("SPECDEC_CACHE"):
+        return Path(os.environ["SPECDEC_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "specdec"

@@ -4,7 +4,8 @@ Contract: importing this loads no torch (``specdec --help`` stays instant). ``ad
 ``add_sampling_args`` add the shared flag groups; ``k_arg`` is the argparse type for one k and
 ``k_list_arg`` for a comma list, both through ``specdec.core.config.parse_k`` (the one k rule);
 ``methods_arg`` checks a comma list of method names against the registry; ``load_engine(args)`` is
-the one place a command line becomes an ``Engine`` (the shipped models unless told otherwise).
+the one place a command line becomes an ``Engine`` (``--model``, default SmolLM2-135M; the
+command picks its default with ``add_model_args(p, default=...)``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from specdec.catalog.known import BY_NAME as _CATALOGUE
+from specdec.catalog.known import DEFAULT as DEFAULT_MODEL
 from specdec.core.config import ConfigError, parse_k
 from specdec.core.methods import NAMES
 from specdec.paths import ASSETS, DEFAULT_PROMPTS  # noqa: F401
+
+MODEL_NAMES = tuple(_CATALOGUE)
 
 
 def k_arg(value: str):
@@ -36,10 +41,28 @@ def methods_arg(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("models (the shipped ones are tiny and trained here: see assets/*/README.md)")
-    g.add_argument("--target", type=Path, default=None, help="target model folder (default: the shipped assets/target)")
-    g.add_argument("--draft", type=Path, default=None, help="draft model folder (default: the shipped assets/draft)")
+def add_model_args(p: argparse.ArgumentParser, default: str = DEFAULT_MODEL) -> None:
+    g = p.add_argument_group("models (specdec models lists them; docs/models.md)")
+    g.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help=f"a model of the catalogue: {', '.join(MODEL_NAMES)} (default: {default}); "
+        "its draft and trained heads load with it",
+    )
+    g.set_defaults(default_model=default)
+    g.add_argument(
+        "--target",
+        type=Path,
+        default=None,
+        help="a target model folder or a .gguf file (converted once into the cache) instead of --model",
+    )
+    g.add_argument(
+        "--draft",
+        type=Path,
+        default=None,
+        help="a draft model folder (default: the model's own draft, if it has one)",
+    )
     g.add_argument("--no-draft", action="store_true", help="load no draft model (method draft unavailable)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     g.add_argument(

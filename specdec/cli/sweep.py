@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run nothing: recompute the predictions and redraw the plot from a saved sweep JSON",
     )
     p.add_argument("--no-progress", action="store_true")
-    add_model_args(p)
+    add_model_args(p, default="tiny")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,17 +1,21 @@
 """From settings to a ready engine: the one place models, heads and calibration are put together.
 
 Contract: ``load_engine(target, draft, ...)`` loads the target (default: the shipped one), the draft
-(default: the shipped one; None loads none) and the head folders next to the target, then
-calibrates when ``calibration`` names a mode ("auto" by default here, because whoever calls this
-asked for a ready-to-run engine; ``Engine(...)`` itself never calibrates). ``engine_from_args(ns)``
-does the same from the parsed flags every command shares (``--target``, ``--draft``,
-``--no-draft``, ``--device``, ``--dtype``, ``--recalibrate``; specdec/cli/args.py declares them).
+(default: the shipped one; None loads none) and the head folders (``heads``; default: next to the
+target), then calibrates when ``calibration`` names a mode ("auto" by default here, because
+whoever calls this asked for a ready-to-run engine; ``Engine(...)`` itself never calibrates).
+``engine_from_args(ns)`` does the same from the parsed flags every command shares (``--model``,
+``--target``, ``--draft``, ``--no-draft``, ``--device``, ``--dtype``, ``--recalibrate``;
+specdec/cli/args.py declares them): the catalogue turns them into folders
+(specdec/catalog/resolve.py) and the engine keeps the entry as ``engine.model`` (front ends
+describe the model they run from it).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from specdec.catalog.resolve import resolve
 from specdec.engine.session import Engine
 from specdec.paths import DEFAULT_DRAFT, DEFAULT_TARGET
 
@@ -22,11 +26,23 @@ def load_engine(
     device: str = "cpu",
     dtype: str | None = "auto",
     calibration: str | None = "auto",
+    heads: Path | str | None = None,
 ) -> Engine:
-    return Engine.load(target or DEFAULT_TARGET, draft, device=device, dtype=dtype, calibration=calibration)
+    return Engine.load(
+        target or DEFAULT_TARGET, draft, device=device, dtype=dtype, heads_dir=heads, calibration=calibration
+    )
 
 
 def engine_from_args(args) -> Engine:
-    draft = None if args.no_draft else (args.draft or DEFAULT_DRAFT)
+    choice = resolve(
+        getattr(args, "model", None),
+        args.target,
+        args.draft,
+        args.no_draft,
+        default=getattr(args, "default_model", "tiny"),
+    )
     mode = "recalibrate" if getattr(args, "recalibrate", False) else "auto"
-    return load_engine(args.target, draft, args.device, args.dtype, mode)
+    engine = load_engine(choice.target, choice.draft, args.device, args.dtype, mode, heads=choice.heads)
+    engine.model = choice.model
+    engine.model_name = choice.name
+    return engine

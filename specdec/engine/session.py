@@ -95,6 +95,8 @@ class Engine:
         self._live: tuple[int, object] | None = None  # (thread, stream) of the stream running now
         self._guard = threading.Lock()  # for the two fields above only, never held across a step
         self.target_ms: float | None = None  # the target step's running time, carried across requests
+        self.model = None  # the catalogue entry it runs (specdec/catalog/known.py), set by load_engine
+        self.model_name: str = "custom"
         self.calibration = Calibration("off")  # stock paths until a caller asks (``calibrate``)
 
     def calibrate(self, mode: str = "auto") -> Calibration:

@@ -48,6 +48,7 @@ import torch
 from specdec.fast import calibrate_lowp as CL
 from specdec.fast import lowp as LOWP
 from specdec.models import packed as P
+from specdec.paths import cache_dir
 
 MARGIN = 0.05  # a path must win by more than this fraction to replace the simpler one
 PATHS = {"target": ("hf", "lean"), "draft": ("hf", "lean"), "eagle": ("reference", "fused")}  # (simpler, other)
@@ -119,13 +120,6 @@ def key_fields(engine) -> dict:
         "precision_parts": sorted(CL.parts(engine)),
         "target": [target.config.model_type, target.config.num_hidden_layers, target.config.hidden_size],
     }
-
-
-def cache_dir() -> Path:
-    if os.environ.get("SPECDEC_CACHE"):
-        return Path(os.environ["SPECDEC_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "specdec"
 
 
 def cache_path(fields: dict) -> Path:
