@@ -13,9 +13,14 @@ import tempfile
 import pytest
 import torch
 
+from specdec.catalog.store import models_root
 from specdec.models.loading import ASSETS, DEFAULT_DRAFT, DEFAULT_TARGET
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# the installed real models (specdec models fetch) stay where they are; the CLI's default model is the
+# tiny shipped one here, so tests that want SmolLM2 say --model smollm2-135m
+os.environ.setdefault("SPECDEC_MODELS", str(models_root()))
+os.environ.setdefault("SPECDEC_MODEL", "tiny")
 # calibration caches its timings per machine (specdec/fast/calibrate.py): the suite keeps its own, fresh
 os.environ.setdefault("SPECDEC_CACHE", tempfile.mkdtemp(prefix="specdec-test-cache-"))
 

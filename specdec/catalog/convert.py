@@ -11,14 +11,16 @@ plain tensors by then. fp32 keeps the dequantized values exactly; bf16 halves th
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 
 
-def convert(gguf: Path, out: Path, dtype: str = "float32", log=print) -> Path:
+def convert(gguf: Path, out: Path, dtype: str = "float32", log=None) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    log = log or (lambda msg: print(msg, file=sys.stderr))  # stdout stays the command's (--json)
     gguf, out = Path(gguf), Path(out)
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)

@@ -87,10 +87,11 @@ def checked(path: Path, sha256: str) -> bool:
     return path.is_file() and stamp.is_file() and stamp.read_text().strip() == sha256
 
 
-def fetch(model: Model, dtype: str = "float32", progress: bool = True, log=print) -> Path:
+def fetch(model: Model, dtype: str = "float32", progress: bool = True, log=None) -> Path:
     """The model's Hugging Face folder, fetched and converted if it is not there yet."""
     if model.shipped is not None or store.installed(model):
         return store.hf_dir(model)
+    log = log or (lambda msg: print(msg, file=sys.stderr))
     retry = f"specdec models fetch {model.name}"
     gguf = store.gguf_path(model)
     if not checked(gguf, model.sha256):
@@ -110,7 +111,7 @@ def fetch(model: Model, dtype: str = "float32", progress: bool = True, log=print
     return convert(gguf, store.hf_dir(model), dtype, log=log)
 
 
-def convert_file(path: Path, dtype: str = "float32", log=print) -> Path:
+def convert_file(path: Path, dtype: str = "float32", log=None) -> Path:
     """A user's own ``.gguf`` file as a Hugging Face folder, converted once into the cache."""
     path = Path(path)
     if not path.is_file():

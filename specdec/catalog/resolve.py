@@ -8,7 +8,8 @@ draft or None, heads folder or None, the catalogue entry or None). Rules, in ord
   else the shipped tiny draft when the folder is the shipped target, else none.
 - otherwise the catalogue entry ``--model`` (else ``default``): its converted folder (a clear
   error naming ``specdec models fetch`` when it is not installed), its draft (another entry, or
-  ``draft/`` among what was trained here for it) and its heads (``medusa/``, ``eagle/`` there).
+  ``draft/`` among what was trained here for it) and its heads (``medusa/``, ``eagle/`` there;
+  a model with none gets that folder all the same, so "not available" names where they belong).
 ``--no-draft`` always wins. Nothing here loads torch or touches the network, except the one-time
 conversion of a user's own ``.gguf`` file.
 """
@@ -57,8 +58,7 @@ def _from_model(m: known.Model, draft: Path | None) -> Choice:
         draft = store.require(known.get(m.draft))
     if draft is None and m.assets is not None and (m.assets / "draft" / "config.json").is_file():
         draft = m.assets / "draft"
-    heads = m.assets if m.assets is not None and m.assets.is_dir() else None
-    return Choice(target, draft, heads, m)
+    return Choice(target, draft, m.assets, m)  # heads: medusa/, eagle/ there (missing ones: not offered)
 
 
 def resolve(

@@ -1,4 +1,5 @@
-"""Where an installed model lives: ``<cache>/models/<name>/`` holds the checked GGUF and ``hf/``,
+"""Where an installed model lives: ``<models>/<name>/`` (``$SPECDEC_MODELS``, else
+``<cache>/models``) holds the checked GGUF and ``hf/``,
 the Hugging Face folder converted from it (``specdec.paths.cache_dir``: ``$SPECDEC_CACHE``, else
 ``~/.cache/specdec``).
 
@@ -11,6 +12,7 @@ keyed by the file's resolved path, size and modification time.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from specdec.catalog.known import Model
@@ -22,7 +24,9 @@ class NotInstalled(RuntimeError):
 
 
 def models_root() -> Path:
-    return cache_dir() / "models"
+    """``$SPECDEC_MODELS``, else ``<cache>/models``: models can live apart from the other caches (the
+    test suite keeps a fresh calibration cache but the installed models)."""
+    return Path(os.environ["SPECDEC_MODELS"]) if os.environ.get("SPECDEC_MODELS") else cache_dir() / "models"
 
 
 def folder(model: Model) -> Path:

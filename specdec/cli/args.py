@@ -11,6 +11,7 @@ command picks its default with ``add_model_args(p, default=...)``).
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from specdec.catalog.known import BY_NAME as _CATALOGUE
@@ -42,13 +43,16 @@ def methods_arg(value: str) -> list[str]:
 
 
 def add_model_args(p: argparse.ArgumentParser, default: str = DEFAULT_MODEL) -> None:
+    """``default``: the command's own default model; ``$SPECDEC_MODEL`` overrides it for every command
+    (the test suite sets ``tiny``; a user can pin one for a session)."""
+    default = os.environ.get("SPECDEC_MODEL") or default
     g = p.add_argument_group("models (specdec models lists them; docs/models.md)")
     g.add_argument(
         "--model",
         default=None,
         metavar="NAME",
-        help=f"a model of the catalogue: {', '.join(MODEL_NAMES)} (default: {default}); "
-        "its draft and trained heads load with it",
+        help=f"a model of the catalogue: {', '.join(MODEL_NAMES)} (default: {default}; $SPECDEC_MODEL "
+        "sets another); its draft and trained heads load with it",
     )
     g.set_defaults(default_model=default)
     g.add_argument(

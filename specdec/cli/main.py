@@ -36,19 +36,27 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise SystemExit("specdec generate: give a PROMPT or --prompt-file")
     if not prompt:
         raise ConfigError("the prompt is empty")
-    spec = GenerateSpec(
-        method=args.method,
-        k=parse_k(args.k),
-        max_new_tokens=args.max_new_tokens,
-        confidence=args.confidence,
-        sampling=SamplingParams(args.temperature, args.top_k, args.top_p, args.seed),
-    )
+
+    def make_spec(methods) -> GenerateSpec:
+        from specdec.core.methods import GENERATE_ORDER, preferred
+
+        return GenerateSpec(
+            method=args.method or preferred(tuple(methods), GENERATE_ORDER),
+            k=parse_k(args.k),
+            max_new_tokens=args.max_new_tokens,
+            confidence=args.confidence,
+            sampling=SamplingParams(args.temperature, args.top_k, args.top_p, args.seed),
+        )
+
+    make_spec(NAMES)  # bad settings fail before any model loads
     if args.backend:  # a remote server (specdec/cli/backend_arg.py): the same events through the Backend seam
         from specdec.cli.backend_arg import remote_events
 
+        spec = make_spec(("draft", "none"))
         events = remote_events(args, prompt, spec)
     else:
         engine = load_engine(args)
+        spec = make_spec(engine.methods)
         events = None if args.json else engine.stream(prompt, spec)
     if args.json:
         res = engine.generate(prompt, spec).to_dict() if events is None else _result(list(events))
@@ -153,9 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prompt-file", help="read the prompt from a file")
     g.add_argument(
         "--method",
-        default="draft",
+        default=None,
         choices=list(NAMES),
-        help="the drafting method (medusa and eagle need their head folders next to the target):\n" + describe(),
+        help="the drafting method (default: the model's draft, else its heads, else lookup; draft, medusa "
+        "and eagle need what was trained for the model: specdec models lists it):\n" + describe(),
     )
     g.add_argument(
         "--k",

@@ -13,7 +13,8 @@ Contract: importing this module loads no torch (the CLI's ``--help`` reads it). 
   needs is not there (no draft model, no heads folder), in which case the engine does not offer it.
 ``k_max(method, k)`` is the one rule turning a request's k into the proposer's cap.
 ``preferred(available, order)`` picks a front end's default from what an engine offers:
-``GENERATE_ORDER`` for generation (the draft model, whose fates teach the most), ``COMPLETE_ORDER``
+``GENERATE_ORDER`` for generation (the draft model, whose fates teach the most; then the heads,
+then prompt lookup, which needs nothing trained: a model with no draft still speculates), ``COMPLETE_ORDER``
 for editor completion (prompt lookup: the fastest on code in docs/bench.md, and no second model).
 Adding a method is one entry here plus its proposer.
 """
@@ -134,7 +135,7 @@ METHODS: dict[str, Method] = {
     )
 }
 NAMES: tuple[str, ...] = tuple(METHODS)
-GENERATE_ORDER = ("draft", "none")
+GENERATE_ORDER = ("draft", "eagle", "medusa", "lookup", "none")
 COMPLETE_ORDER = ("lookup", "none")
 
 

@@ -82,6 +82,7 @@ class Engine:
         self.target = Target(target_model, context, vocab=vocab)
         self.draft_model = draft_model
         heads = Path(heads_dir) if heads_dir is not None else None
+        self.heads_dir = heads
         res = M.Resources(target_model, draft_model, heads, vocab, lm_head=self.target.head)
         self.proposers: dict[str, Proposer] = {}
         for name, method in M.METHODS.items():
@@ -145,10 +146,25 @@ class Engine:
             prompt = self.tokenizer.encode(prompt, add_special_tokens=False)
         return check_ids(prompt, self.context)
 
+    def why_unavailable(self, method: str) -> str:
+        """Why ``method`` is not offered on this engine, and what would make it so."""
+        name, have = self.model_name, ", ".join(self.methods)
+        if method == "draft":
+            train = f"specdec train --model {name} draft"
+            return f"no draft model is loaded for {name} (--draft DIR, or train one: {train}); available: {have}"
+        if method in ("medusa", "eagle"):
+            where = (
+                f"{self.heads_dir}/{method}/"
+                if self.heads_dir is not None
+                else f"a {method}/ folder next to the target"
+            )
+            train = f"specdec train --model {name} {method}"
+            return f"no {method} heads for {name} (looked for {where}; train them: {train}); available: {have}"
+        return f"available: {have}"
+
     def proposer(self, method: str) -> Proposer:
         if method not in self.proposers:
-            need = " (load a draft model: --draft DIR)" if method == "draft" else ""
-            raise ConfigError(f"method {method!r} is not available{need}; available: {', '.join(self.methods)}")
+            raise ConfigError(f"method {method!r} is not available: {self.why_unavailable(method)}")
         return self.proposers[method]
 
     def stream(self, prompt: str | list[int], spec: GenerateSpec, corpus=()) -> Iterator[StepEvent]:

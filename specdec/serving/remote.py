@@ -194,11 +194,18 @@ def backend_for(args, local):
     url = getattr(args, "backend", None)
     if not url:
         return local()
+    from specdec.catalog.resolve import resolve
     from specdec.core.config import ConfigError
-    from specdec.paths import ASSETS
 
     token = args.backend_token or os.environ.get("SPECDEC_BACKEND_TOKEN") or None
-    target = getattr(args, "target", None) or ASSETS / "target"
+    # the tokenizer of the model the flags name (--target, else --model, else the command's default)
+    target = resolve(
+        getattr(args, "model", None),
+        getattr(args, "target", None),
+        None,
+        True,
+        default=getattr(args, "default_model", "tiny"),
+    ).target
     try:
         return RemoteBackend(url, target, token).wait_ready()
     except ConnectionError as e:
