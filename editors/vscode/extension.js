@@ -6,7 +6,7 @@ const vscode = require("vscode");
 const { LanguageClient } = require("vscode-languageclient/node");
 
 const FORWARDED = ["method", "max_new_tokens", "stop", "temperature", "k", "cache", "lookup_documents",
-  "heal", "multiline", "repeat_limit", "min_confidence", "telemetry"];
+  "heal", "fim", "multiline", "repeat_limit", "min_confidence", "telemetry"];
 const AT_START = ["command", "args", "telemetry"];
 let client;
 

@@ -42,7 +42,10 @@ def engine_from_args(args) -> Engine:
         default=getattr(args, "default_model", "tiny"),
     )
     mode = "recalibrate" if getattr(args, "recalibrate", False) else "auto"
-    engine = load_engine(choice.target, choice.draft, args.device, args.dtype, mode, heads=choice.heads)
+    dtype = args.dtype
+    if dtype == "auto" and args.device == "cpu" and choice.model is not None and "dtype" in choice.model.extra:
+        dtype = choice.model.extra["dtype"]  # e.g. the 1.5B pair in bf16: fp32 would double the bytes a step reads
+    engine = load_engine(choice.target, choice.draft, args.device, dtype, mode, heads=choice.heads)
     engine.model = choice.model
     engine.model_name = choice.name
     return engine

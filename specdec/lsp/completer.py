@@ -7,8 +7,10 @@ Contract:
   offers token healing; the continuation then starts right after the cursor) and, for method
   ``lookup`` with ``lookup_documents`` on, the corpus prompt lookup may also copy from (the rest
   of the document, then the other open documents; see
-  ``specdec.core.seq.find_continuation``). It raises ``ConfigError`` for an empty prompt. With text
-  after the cursor on its line, the stop mode is ``line``. ``forget(uri)`` drops what is kept
+  ``specdec.core.seq.find_continuation``). Where the model has fill-in-the-middle tokens
+  (``fim()``; option ``fim``) the window is ``<prefix> before <suffix> after <middle>``
+  (specdec/lsp/fim.py). It raises ``ConfigError`` for an empty prompt. With text after the
+  cursor on its line, the stop mode is ``line``. ``forget(uri)`` drops what is kept
   for a closed document: its cached token ids, and, where the backend offers ``drop_prefix``
   (the in-process one), the target's kept prefix states of its last prompt.
 - ``Completer.run(job, stale, on_step)`` (a coroutine) submits the job and reads its events; it
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specdec.lsp.completion import Options, current_line, cut, finish, indent_of, tail, trim
+from specdec.lsp.fim import SUFFIX_CHARS, fim_tokens, layout
 from specdec.lsp.quiet import EarlyJunk
 from specdec.lsp.suffix import rest_of_line
 from specdec.serving.backend import Request
@@ -74,6 +77,13 @@ class Completer:
         """Token ids as ``tokenizer.encode(text, add_special_tokens=False)``, without its length warning."""
         return self.backend.encode(clean(text)) if text else []
 
+    def fim(self) -> tuple[int, int, int] | None:
+        """The backend model's fill-in-the-middle token ids, if it has them (looked up once)."""
+        if not hasattr(self, "_fim"):
+            token_id = getattr(self.backend, "token_id", None)
+            self._fim = fim_tokens(token_id) if token_id is not None else None
+        return self._fim
+
     def forget(self, uri: str) -> None:
         """Drop what is kept for a closed document: its token ids for prompt lookup, and the
         target's prefix states of its last prompt where the backend can (``drop_prefix``)."""
@@ -101,8 +111,14 @@ class Completer:
         ids = self.encode(prefix[start:heal_at])
         if not ids:  # the whole window is the heal text: nothing to back off to
             heal_at, ids = len(prefix), self.encode(prefix[start:])
-        drop = trim(ids, window)
-        head, ids = ids[:drop], ids[drop:]
+        fim = self.fim() if options.fim else None
+        if fim is not None:
+            pre = ids
+            ids, drop = layout(pre, self.encode(after[:SUFFIX_CHARS]), fim, window)
+            head = pre[:drop]
+        else:
+            drop = trim(ids, window)
+            head, ids = ids[:drop], ids[drop:]
         if not ids:
             raise ConfigError("the prompt is empty")
         method = options.resolved_method(self.backend.methods)

@@ -48,6 +48,7 @@ class Options:
     telemetry: bool = False
     lookup_documents: bool = True
     heal: bool = True  # token healing (specdec/core/healing.py) where the backend offers it
+    fim: bool = True  # the text after the cursor in the prompt, where the model knows FIM (specdec/lsp/fim.py)
     multiline: bool | None = None  # completion-list items may hold newlines; None: from the client
     repeat_limit: int = 3  # a unit repeated this many times in a row is junk: no answer (0 = off)
     min_confidence: float = 0.2  # geometric-mean token probability below this: no answer (0 = off)

@@ -84,6 +84,12 @@ class QueueFront:
             return backend.encode(text, add_special_tokens=False).ids
         return tok.encode(text, add_special_tokens=False)
 
+    def token_id(self, token: str) -> int | None:
+        """The id of one vocabulary entry (a special token such as ``<|fim_prefix|>``), else None."""
+        tok = self.engine.tokenizer
+        got = tok.convert_tokens_to_ids(token)
+        return None if got is None or got == tok.unk_token_id else int(got)
+
     # -- requests -----------------------------------------------------------------------------------
     def submit(self, request: Request) -> Handle:
         return self._enqueue(request)

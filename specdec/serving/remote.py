@@ -95,6 +95,9 @@ class RemoteBackend:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
+    def token_id(self, token: str) -> int | None:
+        return self.tokenizer.token_to_id(token)
+
     def describe(self) -> str:
         """One line for a UI: where this runs and what it cannot show."""
         where = f"{self.kind} server at {self.url}"
