@@ -76,3 +76,14 @@ def resolve(
     if no_draft:
         choice = Choice(choice.target, None, choice.heads, choice.model)
     return choice
+
+
+def export_folders(choice: Choice) -> dict[str, Path | None]:
+    """The folders a model's export takes (specdec/export/vllm.py): target, draft, the heads."""
+    heads = choice.heads
+    return {
+        "target": choice.target,
+        "draft": choice.draft,
+        "medusa": heads / "medusa" if heads is not None else None,
+        "eagle": heads / "eagle" if heads is not None else None,
+    }

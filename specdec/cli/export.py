@@ -18,6 +18,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=["vllm"], help="the serving engine to export for (vllm)")
     p.add_argument("out", type=Path, help="output folder (target/, draft/, medusa/, eagle/, manifest.json)")
     p.add_argument("--assets", type=Path, default=ASSETS, help="the model folders to export (default: assets/)")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="export a catalogue model (specdec models) with its draft and trained heads instead of --assets",
+    )
+
+
+def sources(args: argparse.Namespace):
+    """--model NAME: its folders (specdec/catalog/resolve.py); else the --assets folder."""
+    if not getattr(args, "model", None):
+        return args.assets
+    from specdec.catalog.resolve import export_folders, resolve
+
+    return export_folders(resolve(args.model))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from specdec.export.vllm_maps import ExportError
 
     try:
-        manifest = export(args.out, args.assets)
+        manifest = export(args.out, sources(args))
     except ExportError as e:
         print(f"specdec export: error: {e}", file=sys.stderr)
         return 2

@@ -40,7 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     v.add_argument("--kv-gib", type=float, default=1.0, help="VLLM_CPU_KVCACHE_SPACE in GiB (default 1)")
     v.add_argument("--gpu", action="store_true", help="use the GPU venv (vllm 0.33.0)")
     v.add_argument("--assets", type=Path, default=ASSETS, help="the model folders to export (default: assets/)")
-    v.add_argument("--export", type=Path, default=DEFAULT_EXPORT, help=f"export folder (default {DEFAULT_EXPORT})")
+    v.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="a catalogue model (specdec models) with its draft and trained heads, instead of --assets",
+    )
+    v.add_argument("--export", type=Path, default=None, help=f"export folder (default {DEFAULT_EXPORT}[/MODEL])")
     v.add_argument("--log", type=Path, default=None, help="vLLM's log file (default: EXPORT/vllm-PORT.log)")
     v.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for vLLM to be ready")
     v.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="further vLLM server flags, as is")
@@ -54,17 +60,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from specdec.catalog.known import UnknownModel
+    from specdec.catalog.store import NotInstalled
+    from specdec.cli.export import sources
     from specdec.export.vllm import export
     from specdec.export.vllm_launch import VllmError, VllmServer, server_argv, server_env, venv_python
 
+    if args.export is None:
+        args.export = DEFAULT_EXPORT / args.model if args.model else DEFAULT_EXPORT
     try:
         python = venv_python(args.gpu)
-        folders = export(args.export, args.assets)["folders"]
+        folders = export(args.export, sources(args))["folders"]
         argv = server_argv(
             python, folders, args.method, args.k, args.host, args.port,
             args.tensor_parallel_size, args.pipeline_parallel_size, args.max_model_len, args.extra,
         )  # fmt: skip
-    except (VllmError, ValueError) as e:
+    except (VllmError, ValueError, NotInstalled, UnknownModel) as e:
         print(f"specdec vllm serve: error: {e}", file=sys.stderr)
         return 2
     server = VllmServer(

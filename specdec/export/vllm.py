@@ -20,7 +20,7 @@ from pathlib import Path
 from specdec.export.vllm_maps import ExportError, convert
 
 EAGLE_ARCH = "EagleSpecdecLlamaForCausalLM"  # registered by vllm_plugin (starts with "Eagle": kept as is by vLLM)
-HF_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+HF_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
 def _read(folder: Path) -> tuple[dict, dict]:
@@ -53,6 +53,19 @@ def export_llama(src: Path, dst: Path) -> None:
     if config.get("model_type") != "llama":
         raise ExportError(f"{src}: model_type {config.get('model_type')!r}; this export maps Llama folders only")
     _write(dst, config, convert("llama", config, tensors, str(src)), copy_from=src)
+
+
+def export_model(src: Path, dst: Path) -> None:
+    """A target or draft: a Llama folder through the strict map; another architecture that
+    transformers saved (a catalogue model: Qwen2, Gemma 3) is copied as it is, since vLLM reads
+    such folders directly."""
+    config = json.loads((src / "config.json").read_text()) if (src / "config.json").is_file() else {}
+    if config.get("model_type") == "llama":
+        return export_llama(src, dst)
+    if not config.get("architectures"):
+        raise ExportError(f"{src}: no architectures in config.json; not a folder transformers saved")
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
 
 
 def export_medusa(src: Path, dst: Path) -> None:
@@ -99,21 +112,33 @@ def export_eagle(src: Path, dst: Path, target_config: dict) -> None:
     _write(dst, vconfig, out)
 
 
-def export(out: Path, assets: Path) -> dict:
-    """Write every folder assets holds; return (and write) the manifest."""
-    out, assets = Path(out), Path(assets)
+def folders_of(assets: Path) -> dict[str, Path]:
+    """The shipped layout: assets/target, draft, medusa, eagle."""
+    return {name: Path(assets) / name for name in ("target", "draft", "medusa", "eagle")}
+
+
+def export(out: Path, assets: Path | dict) -> dict:
+    """Write every folder there is (``assets``: a folder in the shipped layout, or a dict
+    target/draft/medusa/eagle -> folder or None, as ``specdec.catalog.resolve`` gives for a
+    model); return (and write) the manifest."""
+    out = Path(out)
+    sources = folders_of(assets) if not isinstance(assets, dict) else assets
     out.mkdir(parents=True, exist_ok=True)
-    manifest: dict = {"source": str(assets.resolve()), "folders": {}, "skipped": {}}
-    target_config = json.loads((assets / "target" / "config.json").read_text())
+    manifest: dict = {"source": {k: str(Path(v).resolve()) for k, v in sources.items() if v}, "folders": {}}
+    manifest["skipped"] = {}
+    target_config = json.loads((Path(sources["target"]) / "config.json").read_text())
     jobs = {
-        "target": lambda s, d: export_llama(s, d),
-        "draft": lambda s, d: export_llama(s, d),
-        "medusa": lambda s, d: export_medusa(s, d),
+        "target": export_model,
+        "draft": export_model,
+        "medusa": export_medusa,
         "eagle": lambda s, d: export_eagle(s, d, target_config),
     }
     for name, job in jobs.items():
-        src = assets / name
-        if not (src / "model.safetensors").exists():
+        if not sources.get(name):
+            manifest["skipped"][name] = f"the model has no {name}"
+            continue
+        src = Path(sources[name])
+        if not (src / "model.safetensors").exists() and not any(src.glob("model*.safetensors")):
             manifest["skipped"][name] = f"{src} has no model.safetensors"
             continue
         job(src, out / name)
