@@ -181,11 +181,16 @@ def test_raw_streams_send_the_empty_choices_usage_chunk_only_when_asked(api, eng
 def test_a_stream_that_no_step_finished_gets_a_choice_with_its_finish_reason() -> None:
     from specdec.core.config import GenerateSpec as Spec
     from specdec.server import openai_protocol as oa
+    from specdec.server import openai_replies as replies
 
     req = oa.Completion("cmpl-x", [1, 2], Spec(), stream=True, include_usage=False)
-    (tail,) = oa.final_chunks(req, "cancelled", 3, None, carried=False)
+    (tail,) = replies.final_chunks(req, "cancelled", 3, None, carried=False)
     assert tail["choices"][0]["text"] == "" and tail["choices"][0]["finish_reason"] == "abort"
-    assert oa.final_chunks(req, "eos", 3, None, carried=True) == []
+    assert replies.final_chunks(req, "eos", 3, None, carried=True) == []
+    chat = oa.Completion("chatcmpl-x", [1, 2], Spec(), stream=True, include_usage=False, chat=True)
+    (tail,) = replies.final_chunks(chat, "cancelled", 3, None, carried=False)
+    assert tail["object"] == "chat.completion.chunk" and tail["choices"][0]["delta"] == {}
+    assert tail["choices"][0]["finish_reason"] == "abort"
 
 
 # -- issue 32, item 2: no-op values accepted, real ones refused naming the parameter, OpenAI's ranges -----
