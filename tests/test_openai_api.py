@@ -114,8 +114,18 @@ def test_bad_request_is_an_http_error(api, client, body, status, code) -> None:
     assert len(r.choices[0].model_extra["token_ids"]) >= 1  # still serving
 
 
+def test_chat_on_a_model_without_a_chat_template_is_a_clear_400(api, client) -> None:
+    body = {"model": "specdec", "messages": [{"role": "user", "content": "Hi"}]}
+    status, err = _raw(api, json.dumps(body).encode(), path="/v1/chat/completions")
+    assert status == 400 and (err["error"]["code"], err["error"]["param"]) == ("no_chat_template", "messages")
+    assert "chat template" in err["error"]["message"]
+    with pytest.raises(openai.BadRequestError, match="chat template"):
+        client.chat.completions.create(model="specdec", messages=body["messages"], max_tokens=2)
+    assert client.models.list().data[0].model_extra["specdec"]["chat"] is False
+
+
 def test_unknown_routes_are_openai_404s(api) -> None:
-    for body, path in ((None, "/v1/nothing"), (b"{}", "/v1/chat/completions")):
+    for body, path in ((None, "/v1/nothing"), (b"{}", "/v1/embeddings")):
         status, err = _raw(api, body, path=path)
         assert status == 404 and err["error"]["code"] == "not_found" and path in err["error"]["message"]
         assert err["error"]["type"] == "invalid_request_error"
