@@ -124,6 +124,20 @@ def test_chat_on_a_model_without_a_chat_template_is_a_clear_400(api, client) -> 
     assert client.models.list().data[0].model_extra["specdec"]["chat"] is False
 
 
+@pytest.mark.parametrize("length", ["-1", "abc"])
+def test_a_bad_content_length_is_a_400_not_a_hang(api, length) -> None:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=30)
+    conn.putrequest("POST", "/v1/completions")
+    for name, value in (("Content-Length", length), ("Authorization", f"Bearer {TOKEN}")):
+        conn.putheader(name, value)
+    conn.endheaders()
+    r = conn.getresponse()
+    assert r.status == 400 and json.load(r)["error"]["code"] == "bad_message"
+    conn.close()
+
+
 def test_unknown_routes_are_openai_404s(api) -> None:
     for body, path in ((None, "/v1/nothing"), (b"{}", "/v1/embeddings")):
         status, err = _raw(api, body, path=path)

@@ -96,7 +96,11 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _body(self) -> bytes:
-        size = int(self.headers.get("Content-Length") or 0)
+        length = (self.headers.get("Content-Length") or "0").strip()
+        if not length.isdigit():  # int() would raise (no reply) and a negative size reads until EOF
+            self.close_connection = True
+            raise oa.error("bad_message", f"Content-Length must be a byte count, got {length!r}")
+        size = int(length)
         if size > self.server_api.limits.max_message_bytes:
             self.close_connection = True  # the body is not read: this connection cannot be reused
             raise oa.error(
