@@ -114,8 +114,32 @@ def test_bad_request_is_an_http_error(api, client, body, status, code) -> None:
     assert len(r.choices[0].model_extra["token_ids"]) >= 1  # still serving
 
 
+def test_chat_on_a_model_without_a_chat_template_is_a_clear_400(api, client) -> None:
+    body = {"model": "specdec", "messages": [{"role": "user", "content": "Hi"}]}
+    status, err = _raw(api, json.dumps(body).encode(), path="/v1/chat/completions")
+    assert status == 400 and (err["error"]["code"], err["error"]["param"]) == ("no_chat_template", "messages")
+    assert "chat template" in err["error"]["message"]
+    with pytest.raises(openai.BadRequestError, match="chat template"):
+        client.chat.completions.create(model="specdec", messages=body["messages"], max_tokens=2)
+    assert client.models.list().data[0].model_extra["specdec"]["chat"] is False
+
+
+@pytest.mark.parametrize("length", ["-1", "abc"])
+def test_a_bad_content_length_is_a_400_not_a_hang(api, length) -> None:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=30)
+    conn.putrequest("POST", "/v1/completions")
+    for name, value in (("Content-Length", length), ("Authorization", f"Bearer {TOKEN}")):
+        conn.putheader(name, value)
+    conn.endheaders()
+    r = conn.getresponse()
+    assert r.status == 400 and json.load(r)["error"]["code"] == "bad_message"
+    conn.close()
+
+
 def test_unknown_routes_are_openai_404s(api) -> None:
-    for body, path in ((None, "/v1/nothing"), (b"{}", "/v1/chat/completions")):
+    for body, path in ((None, "/v1/nothing"), (b"{}", "/v1/embeddings")):
         status, err = _raw(api, body, path=path)
         assert status == 404 and err["error"]["code"] == "not_found" and path in err["error"]["message"]
         assert err["error"]["type"] == "invalid_request_error"
@@ -181,11 +205,16 @@ def test_raw_streams_send_the_empty_choices_usage_chunk_only_when_asked(api, eng
 def test_a_stream_that_no_step_finished_gets_a_choice_with_its_finish_reason() -> None:
     from specdec.core.config import GenerateSpec as Spec
     from specdec.server import openai_protocol as oa
+    from specdec.server import openai_replies as replies
 
     req = oa.Completion("cmpl-x", [1, 2], Spec(), stream=True, include_usage=False)
-    (tail,) = oa.final_chunks(req, "cancelled", 3, None, carried=False)
+    (tail,) = replies.final_chunks(req, "cancelled", 3, None, carried=False)
     assert tail["choices"][0]["text"] == "" and tail["choices"][0]["finish_reason"] == "abort"
-    assert oa.final_chunks(req, "eos", 3, None, carried=True) == []
+    assert replies.final_chunks(req, "eos", 3, None, carried=True) == []
+    chat = oa.Completion("chatcmpl-x", [1, 2], Spec(), stream=True, include_usage=False, chat=True)
+    (tail,) = replies.final_chunks(chat, "cancelled", 3, None, carried=False)
+    assert tail["object"] == "chat.completion.chunk" and tail["choices"][0]["delta"] == {}
+    assert tail["choices"][0]["finish_reason"] == "abort"
 
 
 # -- issue 32, item 2: no-op values accepted, real ones refused naming the parameter, OpenAI's ranges -----

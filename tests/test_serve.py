@@ -190,6 +190,8 @@ BAD_INPUTS = [  # (raw message, expected code, expected id)
     (json.dumps({"type": "generate", "id": "b9", "prompt": "x = 1\n" * 60}), "prompt_too_long", "b9"),
     (json.dumps({"type": "generate", "id": "b10", "prompt": "x" * 5000}), "too_large", None),
     ('{"type": "cancel", "id": "never-sent"}', "unknown_id", "never-sent"),
+    ('{"type": "generate", "id": "b11", "messages": [{"role": "user", "content": "Hi"}]}', "no_chat_template", "b11"),
+    ('{"type": "generate", "id": "b12", "messages": [], "prompt": "x"}', "bad_params", "b12"),
 ]
 
 

@@ -107,6 +107,31 @@ def test_methods_come_from_the_engine_not_a_fixed_list():
     assert e.value.code == "unknown_method" and "none, lookup" in e.value.message
 
 
+def chat_render(messages) -> str:  # a stand-in template over the real message checks
+    from specdec.engine.chat import check
+
+    return " ".join(f"{m['role']}: {m['content']}" for m in check(messages)) + " assistant:"
+
+
+def test_chat_messages_become_the_rendered_prompt():
+    hi = [{"role": "user", "content": "Hi"}]
+    msg = json.dumps({"type": "generate", "id": "c", "messages": hi, "method": "lookup"})
+    req = proto.parse(msg, LIMITS, METHODS, encode, chat_render)
+    assert req.prompt == "user: Hi assistant:" and req.prompt_ids == encode(req.prompt)
+    assert req.spec.method == "lookup"
+    for messages in ([], "Hi", [{"role": "bot", "content": "x"}], [{"role": "user", "content": 1}]):
+        raw = json.dumps({"type": "generate", "id": "c", "messages": messages})
+        with pytest.raises(proto.ProtocolError) as e:
+            proto.parse(raw, LIMITS, METHODS, encode, chat_render)
+        assert (e.value.code, e.value.id) == ("bad_params", "c") and "messages" in e.value.message
+    with pytest.raises(proto.ProtocolError, match="not both"):
+        proto.parse(gen(messages=hi), LIMITS, METHODS, encode, chat_render)
+    with pytest.raises(proto.ProtocolError) as e:  # a server without a chat template
+        proto.parse(json.dumps({"type": "generate", "id": 1, "messages": hi}), LIMITS, METHODS, encode)
+    assert e.value.code == "no_chat_template"
+    assert proto.hello(METHODS, 512, LIMITS, False, chat=True)["chat"] is True
+
+
 def test_cancel():
     assert parse('{"type": "cancel", "id": "r"}') == proto.Cancel("r")
 

@@ -1,4 +1,4 @@
-"""The ``specdec`` command line: generate, bench, train, and the front ends (demo, serve, lsp).
+"""The ``specdec`` command line: generate, bench, train, and the front ends (demo, serve, chat, lsp).
 
 Contract: every subcommand imports its heavy dependencies lazily (``specdec --help`` loads no
 model and no torch); bad settings and unusable model folders end with a one-line error and exit
@@ -21,6 +21,7 @@ from specdec.core.methods import NAMES, describe
 EPILOG = """examples:
   specdec generate "def fibonacci(n):" --method draft --k auto
   specdec generate --prompt-file x.py --method lookup --json
+  specdec chat --model smollm2-135m   # a terminal chat, each reply coloured by its tokens' fates
   specdec bench --prompts assets/prompts/code.jsonl --methods none,draft,lookup --compare-hf
   specdec train            # re-train the shipped models (resumable; hours on a CPU: docs/training.md)
   specdec train medusa     # train the Medusa heads on the frozen target (then: specdec train eagle)
@@ -288,8 +289,9 @@ FRONT_ENDS: list[tuple[str, str, str]] = [
     (
         "serve",
         "specdec.cli.serve",
-        "the streaming server: WebSocket (token fates) and OpenAI-compatible /v1/completions",
+        "the streaming server: WebSocket (token fates) and OpenAI-compatible /v1/completions and chat",
     ),
+    ("chat", "specdec.cli.chat", "chat in the terminal: multi-turn, each reply coloured by its tokens' fates"),
     ("lsp", "specdec.cli.lsp", "the language server: speculative code completion for editors"),
     ("sweep", "specdec.cli.sweep", "sweep k: measured against predicted speedup, as JSON and an SVG plot"),
     ("models", "specdec.cli.models", "the models specdec knows; fetch installs them from the package registry"),

@@ -3,11 +3,11 @@ makes of it, so every front end's chat mode decodes through the same loop and ve
 
 Contract: ``render(tokenizer, messages)`` checks the messages (a non-empty list of dicts with a
 ``role`` in system/user/assistant/tool and a string ``content``; a ``ChatError`` names what is
-wrong) and returns the template's text with the assistant's turn opened
-(``add_generation_prompt``). A model without a chat template raises ``ChatError`` saying so (its
-front ends offer completion only). The text is a prompt like any other: speculation carries
-across turns because each turn's prompt extends the last one (lookup copies from earlier turns,
-the prompt-prefix cache keeps the shared part; specdec/models/prefixes.py).
+wrong) and returns the template's text with the assistant's turn opened (``add_generation_prompt``).
+A model without a chat template raises ``NoTemplate`` (a ``ChatError``) saying so (its front ends
+offer completion only). The text is a prompt like any other: speculation carries across turns
+because each turn's prompt extends the last one (lookup copies from earlier turns, the prompt-prefix
+cache keeps the shared part; specdec/models/prefixes.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ ROLES = ("system", "user", "assistant", "tool")
 
 class ChatError(ValueError):
     pass
+
+
+class NoTemplate(ChatError):
+    """The model has no chat template: the messages are fine, the model cannot take them."""
 
 
 def has_template(tokenizer) -> bool:
@@ -47,5 +51,5 @@ def render(tokenizer, messages) -> str:
     """The prompt text for ``messages`` under the tokenizer's chat template, the reply's turn open."""
     msgs = check(messages)
     if not has_template(tokenizer):
-        raise ChatError("this model has no chat template (a base model): use completion, or --model smollm2-135m")
+        raise NoTemplate("this model has no chat template (a base model): use completion, or --model smollm2-135m")
     return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)

@@ -1,12 +1,15 @@
-"""``/v1/completions`` over HTTP for ``specdec serve``: OpenAI-compatible, streaming or not.
+"""``/v1/completions`` and ``/v1/chat/completions`` over HTTP for ``specdec serve``: OpenAI-compatible.
 
 Contract: ``OpenAIServer(backend, limits, host, port, token)`` serves, from a thread per request
 (stdlib ``ThreadingHTTPServer``; no dependency beyond the standard library):
 - ``POST /v1/completions`` (``specdec/server/openai_protocol.py``): non-streaming, one JSON reply; streaming,
   server-sent events, one ``data:`` chunk per engine step (the last one carries the finish reason),
   the usage chunk (``choices: []``) only when ``stream_options.include_usage`` asks for it, then
-  ``data: [DONE]`` (``openai_protocol.final_chunks``);
-- ``GET /v1/models`` (the one model ``specdec``, its methods, context and limits) and ``GET /health``.
+  ``data: [DONE]`` (``openai_replies.final_chunks``);
+- ``POST /v1/chat/completions`` (``openai_chat.py``): the same path for a conversation rendered by
+  the model's chat template (``chat_prompt.py``); a stream opens with the assistant's role chunk;
+- ``GET /v1/models`` (the one model ``specdec``, its methods, context, limits, whether it chats)
+  and ``GET /health``.
 With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401). Every refusal is an
 OpenAI error object with its HTTP status (400, 401, 404, 413, 429, 503, 500) and the server keeps
 serving. A client that disconnects mid-stream cancels its request. ``start()`` binds (port 0: any
@@ -22,8 +25,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from specdec.core.config import ConfigError
+from specdec.server import openai_chat, openai_replies
 from specdec.server import openai_protocol as oa
 from specdec.server import ws_protocol as proto
+from specdec.server.chat_prompt import has_chat, renderer
 from specdec.serving.backend import Busy, Request, ShuttingDown
 
 log = logging.getLogger("specdec.openai")
@@ -34,6 +39,7 @@ class OpenAIServer:
         self.backend, self.limits, self.token = backend, limits, token
         tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
         self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
+        self.render = renderer(backend)
         api = self
 
         class Handler(_Handler):
@@ -90,7 +96,11 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _body(self) -> bytes:
-        size = int(self.headers.get("Content-Length") or 0)
+        length = (self.headers.get("Content-Length") or "0").strip()
+        if not length.isdigit():  # int() would raise (no reply) and a negative size reads until EOF
+            self.close_connection = True
+            raise oa.error("bad_message", f"Content-Length must be a byte count, got {length!r}")
+        size = int(length)
         if size > self.server_api.limits.max_message_bytes:
             self.close_connection = True  # the body is not read: this connection cannot be reused
             raise oa.error(
@@ -107,11 +117,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._check_auth():
             return
         if self.path == "/v1/models":
-            return self._json(200, oa.models(tuple(api.backend.methods), api.backend.limits.context, api.limits))
+            methods, context = tuple(api.backend.methods), api.backend.limits.context
+            return self._json(200, openai_replies.models(methods, context, api.limits, has_chat(api.backend)))
         self._error(oa.error("not_found", f"no route {self.path}"))
 
     def do_POST(self) -> None:
-        if self.path != "/v1/completions":
+        if self.path not in ("/v1/completions", "/v1/chat/completions"):
             self.close_connection = True
             return self._error(oa.error("not_found", f"no route {self.path}"))
         if not self._check_auth():
@@ -119,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         api = self.server_api
         try:
-            req = oa.parse(self._body(), api.limits, tuple(api.backend.methods), api.backend.encode, api.vocab)
+            req = self._parse(self._body())
             handle = api.backend.submit(Request(req.prompt_ids, req.spec, id=req.id))
         except oa.ApiError as e:
             return self._error(e)
@@ -138,11 +149,18 @@ class _Handler(BaseHTTPRequestHandler):
             handle.cancel()
             raise
 
+    def _parse(self, raw: bytes) -> oa.Completion:
+        api = self.server_api
+        methods, encode = tuple(api.backend.methods), api.backend.encode
+        if self.path == "/v1/chat/completions":
+            return openai_chat.parse(raw, api.limits, methods, encode, api.render)
+        return oa.parse(raw, api.limits, methods, encode, api.vocab)
+
     def _whole(self, req: oa.Completion, handle) -> None:
         events = list(_events(handle))
         if handle.error is not None:
             return self._error(oa.engine_failure(handle.error))
-        self._json(200, oa.response(req, events, handle.stop))
+        self._json(200, openai_replies.response(req, events, handle.stop))
 
     def _stream(self, req: oa.Completion, handle) -> None:
         self.send_response(200)
@@ -152,12 +170,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         tokens, stats, carried = 0, None, False
+        if req.chat:
+            self._event(openai_replies.role_chunk(req))
         for ev in _events(handle):
-            self._event(oa.chunk(req, ev))
+            self._event(openai_replies.chunk(req, ev))
             tokens, stats, carried = tokens + len(ev.token_ids), ev.stats, ev.stop is not None
         if handle.error is not None:
             self._event(oa.engine_failure(handle.error).body())
-        for body in oa.final_chunks(req, handle.stop, tokens, stats, carried):
+        for body in openai_replies.final_chunks(req, handle.stop, tokens, stats, carried):
             self._event(body)
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()

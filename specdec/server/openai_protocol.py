@@ -1,4 +1,4 @@
-"""The OpenAI-compatible ``/v1/completions`` protocol of ``specdec serve``: parse requests, build replies.
+"""The OpenAI-compatible ``/v1/completions`` protocol of ``specdec serve``: parse and check requests.
 
 Contract: pure functions, no I/O, no torch. ``parse(raw, limits, methods, encode)`` turns a request
 body into a ``Completion`` (a validated ``GenerateSpec``, the prompt's token ids, ``stream``,
@@ -16,9 +16,10 @@ send defaults do; any other value is a 400 whose ``param`` names the field. Rang
 vLLM check them: ``max_tokens`` >= 1 (0 is a 400, not 16), ``temperature`` in [0, 2]; every error
 names the OpenAI field (``max_tokens``, not the engine's ``max_new_tokens``) in its message and
 ``param``. The extension object ``specdec``
-(``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. Replies carry
-``choices[0].token_ids`` and, in ``specdec``, every token's fate: one step dict per engine step
-(``ws_protocol.step`` without its type and id) and the final stats. Why a second protocol: any
+(``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. ``checked``,
+``spec_for``, ``stream_flags`` and ``check_length`` are the checks every endpoint shares
+(``openai_chat.py`` parses ``/v1/chat/completions`` with them); the replies, every token's fate
+included, are built in ``openai_replies.py``. Why a second protocol: any
 OpenAI client then works against this server and against vLLM alike, and the remote backend is
 tested against this one without vLLM.
 """
@@ -26,14 +27,12 @@ tested against this one without vLLM.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
-from specdec.core.events import Stats, StepEvent
 from specdec.server import ws_protocol as proto
 
 MODEL = "specdec"
@@ -43,6 +42,7 @@ STATUS = {
     "bad_params": 400,
     "unknown_method": 400,
     "prompt_too_long": 400,
+    "no_chat_template": 400,
     "model_not_found": 404,
     "not_found": 404,
     "too_large": 413,
@@ -66,7 +66,6 @@ FIELDS = frozenset(
 ) | frozenset(NO_OP)
 MAX_TEMPERATURE = 2.0  # OpenAI's range is [0, 2]
 EXT_FIELDS = frozenset(("method", "k", "confidence", "ngram_max", "ngram_min"))
-FINISH = {"eos": "stop", "length": "length", "context": "length"}  # else "abort" (cancelled, shutdown, error)
 
 
 class ApiError(Exception):
@@ -95,6 +94,7 @@ class Completion:
     spec: GenerateSpec
     stream: bool
     include_usage: bool
+    chat: bool = False  # /v1/chat/completions: replies carry a message or delta, not text
 
 
 def parse(
@@ -104,6 +104,20 @@ def parse(
     encode: Callable[[str], list[int]],
     vocab: int | None = None,
 ) -> Completion:
+    body, ext, method = checked(raw, limits, methods, FIELDS, NO_OP)
+    ids = _prompt_ids(body.get("prompt"), encode, limits)
+    if vocab is not None and not all(0 <= t < vocab for t in ids):
+        raise error("bad_params", f"prompt token ids must be in [0, {vocab})", "prompt")
+    spec = spec_for(body, ext, method, limits)
+    stream, include_usage = stream_flags(body)
+    return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, include_usage)
+
+
+def checked(
+    raw: bytes, limits: proto.Limits, methods: tuple[str, ...], fields: frozenset[str], no_op: dict[str, Any]
+) -> tuple[dict, dict, str]:
+    """The request body as a dict, its ``specdec`` extension and the method, once the checks every
+    endpoint shares passed: size, JSON, known ``fields``, the model, ``no_op`` values, the method."""
     if len(raw) > limits.max_message_bytes:
         raise error("too_large", f"the request body is {len(raw)} bytes; the limit is {limits.max_message_bytes}")
     try:
@@ -112,14 +126,14 @@ def parse(
         raise error("bad_json", f"the body is not valid JSON: {e}") from None
     if not isinstance(body, dict):
         raise error("bad_message", f"the body must be a JSON object, got {type(body).__name__}")
-    unknown = sorted(set(body) - FIELDS)
+    unknown = sorted(set(body) - fields)
     if unknown:
         raise error("bad_params", f"unsupported field(s): {', '.join(unknown)}", unknown[0])
     if body.get("model") != MODEL:
         raise error(
             "model_not_found", f"the model {body.get('model')!r} does not exist; this server has {MODEL!r}", "model"
         )
-    _refuse_unsupported(body)
+    _refuse_unsupported(body, no_op)
     ext = body.get("specdec") or {}
     if not isinstance(ext, dict) or set(ext) - EXT_FIELDS:
         raise error(
@@ -128,15 +142,26 @@ def parse(
     method = ext.get("method", proto.default_method(methods))
     if method not in methods:
         raise error("unknown_method", f"unknown method {method!r}; this server offers: {', '.join(methods)}", "method")
-    ids = _prompt_ids(body.get("prompt"), encode, limits)
-    if vocab is not None and not all(0 <= t < vocab for t in ids):
-        raise error("bad_params", f"prompt token ids must be in [0, {vocab})", "prompt")
-    spec = _spec(body, ext, method, limits)
+    return body, ext, method
+
+
+def stream_flags(body: dict) -> tuple[bool, bool]:
+    """``stream`` and ``stream_options.include_usage``, checked."""
     stream = body.get("stream", False)
     opts = body.get("stream_options") or {}
     if not isinstance(stream, bool) or not isinstance(opts, dict):
         raise error("bad_params", "stream must be a boolean and stream_options an object", "stream")
-    return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, bool(opts.get("include_usage")))
+    return stream, bool(opts.get("include_usage"))
+
+
+def check_length(ids: list[int], limits: proto.Limits, param: str) -> list[int]:
+    if not ids:
+        raise error("bad_params", "the prompt encodes to no tokens", param)
+    if len(ids) > limits.max_prompt_tokens:
+        raise error(
+            "prompt_too_long", f"the prompt is {len(ids)} tokens; the limit is {limits.max_prompt_tokens}", param
+        )
+    return list(ids)
 
 
 def _prompt_ids(prompt: Any, encode: Callable[[str], list[int]], limits: proto.Limits) -> list[int]:
@@ -148,13 +173,7 @@ def _prompt_ids(prompt: Any, encode: Callable[[str], list[int]], limits: proto.L
         ids = prompt
     else:
         raise error("bad_params", "prompt must be a non-empty string or a non-empty list of token ids", "prompt")
-    if not ids:
-        raise error("bad_params", "the prompt encodes to no tokens", "prompt")
-    if len(ids) > limits.max_prompt_tokens:
-        raise error(
-            "prompt_too_long", f"the prompt is {len(ids)} tokens; the limit is {limits.max_prompt_tokens}", "prompt"
-        )
-    return list(ids)
+    return check_length(ids, limits, "prompt")
 
 
 def _same(value: Any, no_op: Any) -> bool:
@@ -162,9 +181,9 @@ def _same(value: Any, no_op: Any) -> bool:
     return isinstance(value, bool) == isinstance(no_op, bool) and value == no_op
 
 
-def _refuse_unsupported(body: dict) -> None:
-    """Raise a 400 naming the first field of ``NO_OP`` sent with a value that would change the output."""
-    for name, no_op in NO_OP.items():
+def _refuse_unsupported(body: dict, no_ops: dict[str, Any]) -> None:
+    """Raise a 400 naming the first field of ``no_ops`` sent with a value that would change the output."""
+    for name, no_op in no_ops.items():
         value = body.get(name)
         if value is not None and not _same(value, no_op):
             allowed = "null" if no_op is None else f"null or {json.dumps(no_op)}"
@@ -188,16 +207,20 @@ def _checked_number(body: dict, name: str, default: float, low: float, high: flo
     return value
 
 
-def _config_error(e: ConfigError) -> ApiError:
+def _config_error(e: ConfigError, max_field: str) -> ApiError:
     """The engine's refusal, in the OpenAI field names: ``param`` is the field the message names."""
-    message = str(e).replace("max_new_tokens", "max_tokens")
+    message = str(e).replace("max_new_tokens", max_field)
     word = message.split(" ", 1)[0]
-    param = word if word in FIELDS else f"specdec.{word}" if word in EXT_FIELDS else None
+    param = word if word in FIELDS | {max_field} else f"specdec.{word}" if word in EXT_FIELDS else None
     return error("bad_params", message, param)
 
 
-def _spec(body: dict, ext: dict, method: str, limits: proto.Limits) -> GenerateSpec:
-    max_tokens = _checked_number(body, "max_tokens", 16, 1, None, integer=True)
+def spec_for(
+    body: dict, ext: dict, method: str, limits: proto.Limits, max_field: str = "max_tokens", max_default: int = 16
+) -> GenerateSpec:
+    """The request's ``GenerateSpec``; every refusal names the OpenAI field (``max_field``: the
+    length field the client sent, ``max_tokens`` or chat's ``max_completion_tokens``)."""
+    max_tokens = _checked_number(body, max_field, max_default, 1, None, integer=True)
     temperature = _checked_number(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE, integer=False)
     try:
         sampling = SamplingParams(
@@ -210,81 +233,11 @@ def _spec(body: dict, ext: dict, method: str, limits: proto.Limits) -> GenerateS
             f: ext[f] for f in EXT_FIELDS - {"method"} if f in ext
         })  # fmt: skip
     except ConfigError as e:
-        raise _config_error(e) from None
+        raise _config_error(e, max_field) from None
     except (TypeError, ValueError) as e:
         raise error("bad_params", f"invalid parameter: {e}") from None
     if spec.sampling.seed is not None and not 0 <= spec.sampling.seed < 2**63:
         raise error("bad_params", f"seed must be in [0, 2**63), got {spec.sampling.seed}", "seed")
     if spec.max_new_tokens > limits.max_new_tokens:
-        raise error("bad_params", f"max_tokens is {spec.max_new_tokens}; at most {limits.max_new_tokens}", "max_tokens")
+        raise error("bad_params", f"{max_field} is {spec.max_new_tokens}; at most {limits.max_new_tokens}", max_field)
     return spec
-
-
-def step_fates(ev: StepEvent) -> dict[str, Any]:
-    d = proto.step(None, ev)
-    del d["type"], d["id"]
-    d["stop"] = ev.stop
-    return d
-
-
-def finish_reason(stop: str | None) -> str | None:
-    return None if stop is None else FINISH.get(stop, "abort")
-
-
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-
-
-def chunk(req: Completion, ev: StepEvent) -> dict[str, Any]:
-    """One streamed step: its emitted text and tokens, and every token's fate in ``specdec``; the
-    step that ends the request carries the ``finish_reason`` and, in ``specdec``, the final stats."""
-    choice = {
-        "index": 0,
-        "text": ev.text,
-        "token_ids": ev.token_ids,
-        "finish_reason": finish_reason(ev.stop),
-        "logprobs": None,
-    }
-    ext = {"step": step_fates(ev)} | ({"stats": proto.stats_dict(ev.stats)} if ev.stop is not None else {})
-    return _envelope(req, [choice]) | {"specdec": ext}
-
-
-def final_chunks(req: Completion, stop: str, tokens: int, stats: Stats | None, carried: bool) -> list[dict[str, Any]]:
-    """What follows the last step's chunk, as OpenAI and vLLM send it.
-
-    With ``stream_options.include_usage``: one chunk with ``choices: []``, the usage, and the stop
-    reason and stats in ``specdec``. Without it no chunk has empty choices (``ch.choices[0]`` works
-    on every chunk): nothing when a step ``carried`` the finish reason, else (a cancel, an engine
-    failure, a shutdown) one chunk whose only choice has no text and the finish reason."""
-    ext = {"stop": stop, "stats": proto.stats_dict(stats or Stats())}
-    if req.include_usage:
-        return [_envelope(req, []) | {"usage": _usage(len(req.prompt_ids), tokens), "specdec": ext}]
-    if carried:
-        return []
-    choice = {"index": 0, "text": "", "token_ids": [], "finish_reason": finish_reason(stop), "logprobs": None}
-    return [_envelope(req, [choice]) | {"specdec": ext}]
-
-
-def response(req: Completion, events: list[StepEvent], stop: str) -> dict[str, Any]:
-    ids = [t for ev in events for t in ev.token_ids]
-    text = "".join(ev.text for ev in events)
-    choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish_reason(stop), "logprobs": None}
-    out = _envelope(req, [choice])
-    out["usage"] = _usage(len(req.prompt_ids), len(ids))
-    stats = events[-1].stats if events else Stats()
-    out["specdec"] = {"stop": stop, "steps": [step_fates(ev) for ev in events], "stats": proto.stats_dict(stats)}
-    return out
-
-
-def _envelope(req: Completion, choices: list) -> dict[str, Any]:
-    return {"id": req.id, "object": "text_completion", "created": int(time.time()), "model": MODEL, "choices": choices}
-
-
-def models(methods: tuple[str, ...], context: int, limits: proto.Limits) -> dict[str, Any]:
-    info = {"methods": list(methods), "default_method": proto.default_method(methods), "context": context}
-    model = {"id": MODEL, "object": "model", "owned_by": "specdec", "max_model_len": context}
-    return {"object": "list", "data": [model | {"specdec": info | {"limits": limits.to_dict()}}]}

@@ -1,11 +1,14 @@
 """The specdec WebSocket protocol, version 1 (docs/websocket.md): parse client messages, build server messages.
 
-Contract: pure functions, no I/O, no torch, no websockets. ``parse(raw, limits)`` turns one text
-message into a ``Generate`` or ``Cancel`` or raises ``ProtocolError(code, message, id)``; a
-``Generate`` carries a validated ``specdec.core.config.GenerateSpec`` and the prompt's token ids, so the
-engine never sees an invalid request. The ``hello``/``start``/``step``/``done``/``error`` builders
-return JSON-ready dicts; ``dumps`` encodes one compactly. Every error code a client can receive is
-in ``ERROR_CODES``.
+Contract: pure functions, no I/O, no torch, no websockets. ``parse(raw, limits, methods, encode,
+render)`` turns one text message into a ``Generate`` or ``Cancel`` or raises ``ProtocolError(code,
+message, id)``; a ``Generate`` carries a validated ``specdec.core.config.GenerateSpec`` and the
+prompt's token ids, so the engine never sees an invalid request. A ``generate`` names its prompt
+either as ``prompt`` (text to continue) or as chat ``messages``, which ``render`` (the model's chat
+template, ``chat_prompt.renderer``) turns into the prompt text with the assistant's turn open; bad
+messages are ``bad_params``, a model without a template ``no_chat_template``. The ``hello``,
+``start``, ``step``, ``done`` and ``error`` builders return JSON-ready dicts; ``dumps`` encodes one
+compactly. Every error code a client can receive is in ``ERROR_CODES``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
 from specdec.core.events import Stats, StepEvent
 from specdec.core.methods import GENERATE_ORDER, METHODS, preferred
+from specdec.engine.chat import ChatError, NoTemplate
 
 PROTOCOL_VERSION = 1
 ERROR_CODES = {
@@ -28,6 +32,7 @@ ERROR_CODES = {
     "unknown_method": "method is not one the server's engine offers (see hello.methods)",
     "too_large": "the message is longer than limits.max_message_bytes",
     "prompt_too_long": "the prompt has more tokens than limits.max_prompt_tokens",
+    "no_chat_template": "messages were sent but the model has no chat template (see hello.chat); send a prompt",
     "busy": "the request queue is full; try again later",
     "duplicate_id": "a request with this id is already queued or running on this connection",
     "unknown_id": "cancel names no request queued or running on this connection",
@@ -38,7 +43,7 @@ ERROR_CODES = {
 STOP_REASONS = ("eos", "length", "context", "cancelled", "shutdown", "error")
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "seed")
 SPEC_FIELDS = ("method", "k", "max_new_tokens", "confidence", "ngram_max", "ngram_min")
-GENERATE_FIELDS = frozenset(("type", "id", "prompt") + SPEC_FIELDS + SAMPLING_FIELDS)
+GENERATE_FIELDS = frozenset(("type", "id", "prompt", "messages") + SPEC_FIELDS + SAMPLING_FIELDS)
 MAX_ID_CHARS = 128
 _STATS_FIELDS = tuple(f.name for f in fields(Stats))
 _STATS_DERIVED = (
@@ -93,8 +98,15 @@ class Cancel:
     id: RequestId
 
 
+Render = Callable[[Any], str]
+
+
 def parse(
-    raw: str | bytes, limits: Limits, methods: tuple[str, ...], encode: Callable[[str], list[int]]
+    raw: str | bytes,
+    limits: Limits,
+    methods: tuple[str, ...],
+    encode: Callable[[str], list[int]],
+    render: Render | None = None,
 ) -> Generate | Cancel:
     """One client message -> Generate or Cancel; anything else raises ProtocolError."""
     size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
@@ -115,7 +127,7 @@ def parse(
     if kind == "cancel":
         return Cancel(rid)
     if kind == "generate":
-        return _generate(msg, rid, limits, methods, encode)
+        return _generate(msg, rid, limits, methods, encode, render)
     raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected generate or cancel", rid)
 
 
@@ -129,16 +141,19 @@ def _request_id(msg: dict[str, Any]) -> RequestId:
 
 
 def _generate(
-    msg: dict[str, Any], rid: RequestId, limits: Limits, methods: tuple[str, ...], encode: Callable[[str], list[int]]
+    msg: dict[str, Any],
+    rid: RequestId,
+    limits: Limits,
+    methods: tuple[str, ...],
+    encode: Callable[[str], list[int]],
+    render: Render | None,
 ) -> Generate:
     unknown = sorted(set(msg) - GENERATE_FIELDS)
     if unknown:
         raise ProtocolError(
             "bad_params", f"unknown field(s): {', '.join(unknown)}; known: {', '.join(sorted(GENERATE_FIELDS))}", rid
         )
-    prompt = msg.get("prompt")
-    if not isinstance(prompt, str) or not prompt:
-        raise ProtocolError("bad_params", "prompt must be a non-empty string", rid)
+    prompt = _prompt(msg, rid, render)
     method = msg.get("method", default_method(methods))
     if not isinstance(method, str) or method not in methods:
         raise ProtocolError(
@@ -153,6 +168,25 @@ def _generate(
             "prompt_too_long", f"the prompt is {len(ids)} tokens; the limit is {limits.max_prompt_tokens}", rid
         )
     return Generate(rid, prompt, ids, spec)
+
+
+def _prompt(msg: dict[str, Any], rid: RequestId, render: Render | None) -> str:
+    """The prompt text: ``prompt`` as sent, or ``messages`` through the chat template."""
+    if "messages" not in msg:
+        prompt = msg.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise ProtocolError("bad_params", "prompt must be a non-empty string (or send chat messages)", rid)
+        return prompt
+    if "prompt" in msg:
+        raise ProtocolError("bad_params", "send either prompt or messages, not both", rid)
+    if render is None:
+        raise ProtocolError("no_chat_template", "this server takes no chat messages; send a prompt", rid)
+    try:
+        return render(msg["messages"])
+    except NoTemplate as e:
+        raise ProtocolError("no_chat_template", f"{e}; send a prompt", rid) from None
+    except ChatError as e:
+        raise ProtocolError("bad_params", str(e), rid) from None
 
 
 def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits) -> GenerateSpec:
@@ -182,7 +216,7 @@ def default_method(methods: tuple[str, ...]) -> str:
     return preferred(methods, GENERATE_ORDER)
 
 
-def hello(methods: tuple[str, ...], context: int, limits: Limits, auth: bool) -> dict[str, Any]:
+def hello(methods: tuple[str, ...], context: int, limits: Limits, auth: bool, chat: bool = False) -> dict[str, Any]:
     return {
         "type": "hello",
         "id": None,
@@ -193,6 +227,7 @@ def hello(methods: tuple[str, ...], context: int, limits: Limits, auth: bool) ->
         "context": context,
         "limits": limits.to_dict(),
         "auth": auth,
+        "chat": chat,
     }
 
 

@@ -11,7 +11,8 @@ With a token, a connection must present it (``Authorization: Bearer T`` or ``?to
 gets an ``unauthorized`` error and a close with 1008 (policy violation); with an origin list,
 the handshake refuses other ``Origin`` headers (HTTP 403; clients that send none are allowed).
 A client that goes away cancels its requests; a bad message gets an ``error`` and the
-connection stays open.
+connection stays open. A ``generate`` may carry chat ``messages`` instead of a ``prompt``: the
+backend's chat template renders them (``chat_prompt.py``) and ``hello.chat`` says whether it has one.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from websockets.protocol import State
 
 from specdec.core.config import ConfigError
 from specdec.server import ws_protocol as proto
+from specdec.server.chat_prompt import has_chat, renderer
 from specdec.serving.backend import Busy, Handle, Request, ShuttingDown
 
 log = logging.getLogger("specdec.serve")
@@ -120,6 +122,7 @@ class StreamServer:
         self.limits = config.limits
         self.methods = tuple(backend.methods)
         self.encode = backend.encode
+        self.render = renderer(backend)
         self.clients: set[Client] = set()
         self.relays: set[asyncio.Future] = set()  # one per request until its done is posted
         self.port: int | None = None
@@ -158,7 +161,8 @@ class StreamServer:
             return
         self.clients.add(client)
         pump = asyncio.create_task(client.pump())
-        client.post(proto.hello(self.methods, self.backend.limits.context, self.limits, bool(self.config.token)))
+        chat = has_chat(self.backend)
+        client.post(proto.hello(self.methods, self.backend.limits.context, self.limits, bool(self.config.token), chat))
         try:
             async for raw in ws:
                 self.on_message(client, raw)
@@ -173,7 +177,7 @@ class StreamServer:
 
     def on_message(self, client: Client, raw: str | bytes) -> None:
         try:
-            msg = proto.parse(raw, self.limits, self.methods, self.encode)
+            msg = proto.parse(raw, self.limits, self.methods, self.encode, self.render)
             if isinstance(msg, proto.Cancel):
                 self._cancel(client, msg)
             else:

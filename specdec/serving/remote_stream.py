@@ -41,7 +41,7 @@ def _refusal(e: urllib.error.HTTPError) -> Exception:
 
 
 def _ours(d: dict) -> StepEvent:
-    """A step dict of our own server (``openai_protocol.step_fates``) back into a StepEvent."""
+    """A step dict of our own server (``openai_replies.step_fates``) back into a StepEvent."""
     pieces = tuple(
         Piece(p["token_id"], p["text"], p["kind"], d["step"], p["position"], p["p"], p["q"]) for p in d["pieces"]
     )
