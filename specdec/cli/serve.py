@@ -4,8 +4,13 @@ Contract: ``add_arguments(parser)`` declares the options and imports nothing hea
 loads the engine, prints one ``listening on ws://HOST:PORT`` line to stdout once the socket is
 bound (``--port 0`` picks a free port), serves until SIGINT or SIGTERM, then shuts down
 gracefully (running requests end with stop ``shutdown``) and returns 0. It also serves
-OpenAI-compatible ``/v1/completions`` (``specdec/server/openai_api.py``) on ``--openai-port`` (default: the
-WebSocket port + 1; any free port with ``--port 0``; -2 = off) and prints a second line with its URL.
+OpenAI-compatible ``/v1/completions`` and ``/v1/chat/completions`` (``specdec/server/openai_api.py``)
+on the same port (``one_port.py``: the WebSocket upgrade and the HTTP routes share the listener) and
+prints a second line with its URL; ``--openai-port N`` also serves them on a port of their own (the
+old layout; 0 = any free port), ``-2`` turns HTTP off. ``--method M [--k K]`` is the default of a
+request that names no method (default: the first of the registry's ``GENERATE_ORDER`` the model
+offers); a method the model lacks is refused at start with the engine's reason and what to run.
+A full queue (``--max-queue``, default 256) answers 429 ``rate_limit_error`` with ``Retry-After``.
 ``--backend URL`` serves from a remote OpenAI-compatible server instead of the embedded engine. Bad settings raise
 ConfigError (one-line error, exit 2). A non-loopback host without a token prints a warning.
 """
@@ -59,15 +64,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--openai-port",
         type=int,
         default=-1,
-        help="also serve OpenAI-compatible /v1/completions over HTTP on this port (default: --port + 1, "
-        "any free port when --port is 0; -2 = off)",
+        help="OpenAI-compatible /v1/... over HTTP are served on --port (with the WebSocket); this also "
+        "serves them on a port of their own (0 = any free port); -2 = no HTTP routes at all",
     )
+    m = p.add_argument_group("defaults of a request that names no method")
+    m.add_argument(
+        "--method",
+        default=None,
+        help="the default method (default: the first the model offers of draft, eagle, medusa, lookup, none)",
+    )
+    m.add_argument("--k", default="auto", help="the default method's k: 1-16 or auto (default: auto)")
     lim = p.add_argument_group("limits (each refusal is an error message, never a crash)")
     lim.add_argument(
         "--max-queue",
         type=int,
-        default=16,
-        help="requests waiting behind the running one, over all connections; more get 'busy'",
+        default=256,
+        help="requests waiting behind the running ones, over all connections (default: 256); one more gets "
+        "'busy' (HTTP 429 rate_limit_error with Retry-After)",
     )
     lim.add_argument("--max-new-tokens", type=int, default=512, help="largest max_new_tokens a request may ask")
     lim.add_argument(
@@ -130,7 +143,30 @@ def limits_for(args: argparse.Namespace, context: int):
         max_prompt_tokens=prompt_cap,
         max_new_tokens=args.max_new_tokens,
         max_queue=args.max_queue,
+        method=args.method,
+        k=args.k,
     )
+
+
+def check_method(args: argparse.Namespace, backend) -> None:
+    """Refuse a ``--method`` the loaded model does not offer, saying why and what to run."""
+    from specdec.core.config import ConfigError, GenerateSpec
+    from specdec.core.methods import NAMES
+
+    args.k = GenerateSpec(k=_k(args.k)).k  # the one k check
+    if args.method is None or args.method in backend.methods:
+        return
+    if args.method not in NAMES:
+        raise ConfigError(f"--method must be one of {', '.join(NAMES)}, got {args.method!r}")
+    engine = getattr(backend, "engine", None)
+    why = engine.why_unavailable(args.method) if engine is not None else f"available: {', '.join(backend.methods)}"
+    raise ConfigError(f"--method {args.method} is not available: {why}")
+
+
+def _k(value: str):
+    from specdec.core.config import parse_k
+
+    return parse_k(value)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
     from specdec.cli.batch_args import check_batch_args, make_backend
     from specdec.core.config import ConfigError
     from specdec.server.openai_api import OpenAIServer
-    from specdec.server.ws_protocol import PROTOCOL_VERSION
-    from specdec.server.ws_server import ServerConfig, StreamServer
+    from specdec.server.ws_protocol import PROTOCOL_VERSION, default_method
+    from specdec.server.ws_server import FLUSH_TIMEOUT_S, ServerConfig, StreamServer
     from specdec.serving.remote import backend_for
 
     check_args(args)
@@ -156,23 +192,31 @@ def run(args: argparse.Namespace) -> int:
         backend = backend_for(args, lambda: make_backend(args, load_engine(args), max_queue=args.max_queue))
     except KeyboardInterrupt:
         return 130
+    check_method(args, backend)
     config = ServerConfig(
         args.host, args.port, token, tuple(args.allow_origin), limits_for(args, backend.limits.context)
     )
-    server = StreamServer(backend, config)
+    http = (
+        OpenAIServer(backend, config.limits, args.host, args.port, token, bind=False)
+        if args.openai_port != -2
+        else None
+    )
+    server = StreamServer(backend, config, http.serve_socket if http is not None else None)
     openai = None
 
     def ready(port: int) -> None:
         nonlocal openai
         print(
             f"specdec serve: listening on ws://{args.host}:{port} (protocol {PROTOCOL_VERSION}, methods "
-            f"{', '.join(backend.methods)}{', token required' if token else ''})",
+            f"{', '.join(backend.methods)}, default {default_method(backend.methods, args.method)}"
+            f"{', token required' if token else ''})",
             flush=True,
         )
-        if args.openai_port != -2:
-            oport = args.openai_port if args.openai_port >= 0 else (port + 1 if args.port else 0)
-            openai = OpenAIServer(backend, config.limits, args.host, oport, token).start()
-            print(f"specdec serve: OpenAI-compatible API on {openai.url}/v1 (model 'specdec')", flush=True)
+        if http is not None:
+            print(f"specdec serve: OpenAI-compatible API on http://{args.host}:{port}/v1 (model 'specdec')", flush=True)
+        if args.openai_port >= 0:
+            openai = OpenAIServer(backend, config.limits, args.host, args.openai_port, token).start()
+            print(f"specdec serve: OpenAI-compatible API also on {openai.url}/v1", flush=True)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -188,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
         return 130
     finally:
-        if openai is not None:
-            openai.stop()
+        for api in (http, openai):
+            if api is not None:
+                api.stop(drain_s=FLUSH_TIMEOUT_S)
     print("specdec serve: stopped", file=sys.stderr)
     return 0

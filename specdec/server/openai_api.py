@@ -29,25 +29,36 @@ from specdec.server import openai_chat, openai_replies
 from specdec.server import openai_protocol as oa
 from specdec.server import ws_protocol as proto
 from specdec.server.chat_prompt import has_chat, renderer
+from specdec.server.one_port import replaying
 from specdec.serving.backend import Busy, Request, ShuttingDown
 
 log = logging.getLogger("specdec.openai")
 
 
 class OpenAIServer:
-    def __init__(self, backend, limits: proto.Limits, host: str = "127.0.0.1", port: int = 0, token: str | None = None):
+    def __init__(
+        self,
+        backend,
+        limits: proto.Limits,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        bind: bool = True,
+    ):
         self.backend, self.limits, self.token = backend, limits, token
         tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
         self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
         self.render = renderer(backend)
+        self.active = 0  # requests being answered (a stream until its [DONE])
+        self._idle = threading.Condition()
         api = self
 
         class Handler(_Handler):
             server_api = api
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = ThreadingHTTPServer((host, port), Handler, bind_and_activate=bind)
         self.httpd.daemon_threads = True
-        self.host, self.port = host, self.httpd.server_address[1]
+        self.host, self.port, self.bound = host, self.httpd.server_address[1], bind
         self._thread: threading.Thread | None = None
 
     @property
@@ -59,9 +70,23 @@ class OpenAIServer:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        self.httpd.shutdown()
+    def serve_socket(self, sock, address, head: bytes = b"") -> None:
+        """Answer the requests of one connection accepted elsewhere (``one_port``), in a thread of
+        its own; ``head``: the bytes already read from it."""
+        self.httpd.process_request(replaying(sock, head), address)
+
+    def stop(self, drain_s: float = 0.0) -> None:
+        """Stop; first wait up to ``drain_s`` for the requests being answered (their final chunks)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self.active == 0, timeout=drain_s)
+        if self._thread is not None:
+            self.httpd.shutdown()
         self.httpd.server_close()
+
+    def busy(self, delta: int) -> None:
+        with self._idle:
+            self.active += delta
+            self._idle.notify_all()
 
     def authorized(self, header: str) -> bool:
         if not self.token:
@@ -78,16 +103,19 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s " + fmt, self.address_string(), *args)
 
     # -- plumbing -------------------------------------------------------------------------------------
-    def _json(self, status: int, body: dict) -> None:
+    def _json(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body, allow_nan=False).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
     def _error(self, e: oa.ApiError) -> None:
-        self._json(e.status, e.body())
+        wait = {"Retry-After": str(self.server_api.limits.retry_after_s)} if e.status == 429 else None
+        self._json(e.status, e.body(), wait)
 
     def _check_auth(self) -> bool:
         if self.server_api.authorized(self.headers.get("Authorization", "")):
@@ -140,6 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(oa.error("shutting_down", str(e)))
         except ConfigError as e:
             return self._error(oa.error("bad_params", str(e)))
+        api.busy(+1)
         try:
             (self._stream if req.stream else self._whole)(req, handle)
         except (BrokenPipeError, ConnectionResetError):
@@ -148,6 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request %s failed", req.id)
             handle.cancel()
             raise
+        finally:
+            api.busy(-1)
 
     def _parse(self, raw: bytes) -> oa.Completion:
         api = self.server_api

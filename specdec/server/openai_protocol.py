@@ -74,7 +74,13 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.param = status, code, message, param
 
     def body(self) -> dict[str, Any]:
-        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        kind = (
+            "rate_limit_error"
+            if self.status == 429
+            else "invalid_request_error"
+            if self.status < 500
+            else "server_error"
+        )
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
 
@@ -139,10 +145,10 @@ def checked(
         raise error(
             "bad_params", f"specdec must be an object with fields among {', '.join(sorted(EXT_FIELDS))}", "specdec"
         )
-    method = ext.get("method", proto.default_method(methods))
+    method = ext.get("method", proto.default_method(methods, limits.method))
     if method not in methods:
         raise error("unknown_method", f"unknown method {method!r}; this server offers: {', '.join(methods)}", "method")
-    return body, ext, method
+    return body, {"k": proto.default_k(ext, methods, limits)} | ext, method
 
 
 def stream_flags(body: dict) -> tuple[bool, bool]:

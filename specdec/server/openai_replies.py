@@ -100,6 +100,10 @@ def envelope(req: Completion, choices: list, chunk: bool) -> dict[str, Any]:
 
 
 def models(methods: tuple[str, ...], context: int, limits: proto.Limits, chat: bool = False) -> dict[str, Any]:
-    info = {"methods": list(methods), "default_method": proto.default_method(methods), "context": context}
+    info = {
+        "methods": list(methods),
+        "default_method": proto.default_method(methods, limits.method),
+        "context": context,
+    }
     model = {"id": MODEL, "object": "model", "owned_by": "specdec", "max_model_len": context}
     return {"object": "list", "data": [model | {"specdec": info | {"chat": chat, "limits": limits.to_dict()}}]}

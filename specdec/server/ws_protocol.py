@@ -33,7 +33,7 @@ ERROR_CODES = {
     "too_large": "the message is longer than limits.max_message_bytes",
     "prompt_too_long": "the prompt has more tokens than limits.max_prompt_tokens",
     "no_chat_template": "messages were sent but the model has no chat template (see hello.chat); send a prompt",
-    "busy": "the request queue is full; try again later",
+    "busy": "the request queue is full (limits.max_queue waiting); retry after retry_after_s seconds",
     "duplicate_id": "a request with this id is already queued or running on this connection",
     "unknown_id": "cancel names no request queued or running on this connection",
     "shutting_down": "the server is shutting down and takes no new requests",
@@ -69,12 +69,16 @@ class ProtocolError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """What the server accepts; sent to every client in ``hello``."""
+    """What the server accepts (sent to every client in ``hello``), and its defaults: ``method`` (None:
+    the registry's ``GENERATE_ORDER``) and ``k`` for a request that names no method."""
 
     max_message_bytes: int = 65536
     max_prompt_tokens: int = 511
     max_new_tokens: int = 512
-    max_queue: int = 16
+    max_queue: int = 256
+    method: str | None = None
+    k: int | str = "auto"
+    retry_after_s: int = 1  # what a refusal for a full queue tells the client to wait
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -154,12 +158,12 @@ def _generate(
             "bad_params", f"unknown field(s): {', '.join(unknown)}; known: {', '.join(sorted(GENERATE_FIELDS))}", rid
         )
     prompt = _prompt(msg, rid, render)
-    method = msg.get("method", default_method(methods))
+    method = msg.get("method", default_method(methods, limits.method))
     if not isinstance(method, str) or method not in methods:
         raise ProtocolError(
             "unknown_method", f"unknown method {method!r}; this server offers: {', '.join(methods)}", rid
         )
-    spec = _spec(msg, method, rid, limits)
+    spec = _spec(msg, method, rid, limits, default_k(msg, methods, limits))
     ids = encode(prompt)
     if not ids:
         raise ProtocolError("bad_params", "the prompt encodes to no tokens", rid)
@@ -189,9 +193,10 @@ def _prompt(msg: dict[str, Any], rid: RequestId, render: Render | None) -> str:
         raise ProtocolError("bad_params", str(e), rid) from None
 
 
-def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits) -> GenerateSpec:
+def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits, k: int | str = "auto") -> GenerateSpec:
     fields = {f: msg[f] for f in SPEC_FIELDS if f in msg}
     fields["method"] = method
+    fields.setdefault("k", k)
     fields.setdefault("max_new_tokens", min(128, limits.max_new_tokens))
     try:
         sampling = SamplingParams(**{f: msg[f] for f in SAMPLING_FIELDS if f in msg})
@@ -212,8 +217,20 @@ def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits) -> G
     return spec
 
 
-def default_method(methods: tuple[str, ...]) -> str:
-    return preferred(methods, GENERATE_ORDER)
+def default_method(methods: tuple[str, ...], chosen: str | None = None) -> str:
+    """The method of a request that names none: the server's ``chosen`` one (``--method``), else the
+    first of the registry's ``GENERATE_ORDER`` the engine offers (lookup on a model with no draft)."""
+    return chosen if chosen in methods else preferred(methods, GENERATE_ORDER)
+
+
+def default_k(msg: dict[str, Any], methods: tuple[str, ...], limits: Limits) -> int | str:
+    """The k of a request that names none: the server's ``--k`` when the request runs the server's
+    default method (its method absent or the same), else ``auto``."""
+    if "k" in msg or msg.get("method", default_method(methods, limits.method)) != default_method(
+        methods, limits.method
+    ):
+        return "auto"
+    return limits.k
 
 
 def hello(methods: tuple[str, ...], context: int, limits: Limits, auth: bool, chat: bool = False) -> dict[str, Any]:
@@ -223,7 +240,7 @@ def hello(methods: tuple[str, ...], context: int, limits: Limits, auth: bool, ch
         "protocol": PROTOCOL_VERSION,
         "methods": list(methods),
         "method_info": [METHODS[m].info() for m in methods],
-        "default_method": default_method(methods),
+        "default_method": default_method(methods, limits.method),
         "context": context,
         "limits": limits.to_dict(),
         "auth": auth,
@@ -282,9 +299,12 @@ def stats_dict(s: Stats) -> dict[str, Any]:
     return d
 
 
-def error(rid: RequestId | None, code: str, message: str) -> dict[str, Any]:
+def error(rid: RequestId | None, code: str, message: str, retry_after_s: int | None = None) -> dict[str, Any]:
+    """An error message; ``busy`` also says how long to wait before retrying (``retry_after_s``, as
+    HTTP's ``Retry-After``)."""
     assert code in ERROR_CODES, code
-    return {"type": "error", "id": rid, "code": code, "message": message}
+    out = {"type": "error", "id": rid, "code": code, "message": message}
+    return out if retry_after_s is None else out | {"retry_after_s": retry_after_s}
 
 
 def dumps(msg: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ per-connection outbox that one task sends in order; the backend's queue decides 
 With a token, a connection must present it (``Authorization: Bearer T`` or ``?token=T``) or it
 gets an ``unauthorized`` error and a close with 1008 (policy violation); with an origin list,
 the handshake refuses other ``Origin`` headers (HTTP 403; clients that send none are allowed).
+With ``http`` set, plain HTTP requests on the same port go there (``one_port.py``).
 A client that goes away cancels its requests; a bad message gets an ``error`` and the
 connection stays open. A ``generate`` may carry chat ``messages`` instead of a ``prompt``: the
 backend's chat template renders them (``chat_prompt.py``) and ``hello.chat`` says whether it has one.
@@ -33,6 +34,7 @@ from websockets.protocol import State
 from specdec.core.config import ConfigError
 from specdec.server import ws_protocol as proto
 from specdec.server.chat_prompt import has_chat, renderer
+from specdec.server.one_port import Handoff, connection_class
 from specdec.serving.backend import Busy, Handle, Request, ShuttingDown
 
 log = logging.getLogger("specdec.serve")
@@ -117,8 +119,11 @@ class Client:
 
 
 class StreamServer:
-    def __init__(self, backend, config: ServerConfig = ServerConfig()) -> None:
-        self.backend, self.config = backend, config
+    """``http``: where other HTTP requests on the same port go (``one_port.Handoff``, e.g.
+    ``OpenAIServer.serve_socket``); None answers them as websockets does (426)."""
+
+    def __init__(self, backend, config: ServerConfig = ServerConfig(), http: Handoff | None = None) -> None:
+        self.backend, self.config, self.http = backend, config, http
         self.limits = config.limits
         self.methods = tuple(backend.methods)
         self.encode = backend.encode
@@ -137,6 +142,7 @@ class StreamServer:
             origins=origins,
             max_size=HARD_SIZE_FACTOR * self.limits.max_message_bytes,
             compression=None,
+            create_connection=connection_class(self.http) if self.http is not None else None,
         ) as server:
             self.port = next(iter(server.sockets)).getsockname()[1]
             if ready is not None:
@@ -183,7 +189,8 @@ class StreamServer:
             else:
                 self._submit(client, msg)
         except proto.ProtocolError as e:
-            client.post(proto.error(e.id, e.code, e.message))
+            wait = self.limits.retry_after_s if e.code == "busy" else None
+            client.post(proto.error(e.id, e.code, e.message, wait))
         except Exception as e:  # a bug must cost one request, not the server
             log.exception("unexpected error handling a message")
             client.post(proto.error(None, "internal", f"{type(e).__name__}: {e}"))
