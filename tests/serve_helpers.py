@@ -12,6 +12,7 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
+from specdec.server.openai_api import OpenAIServer
 from specdec.server.ws_protocol import Limits
 from specdec.server.ws_server import ServerConfig, StreamServer
 from specdec.serving.local import LocalBackend
@@ -25,10 +26,17 @@ class ServerThread:
     """``with ServerThread(engine, limits) as srv:`` serves on ``srv.url`` until the block ends."""
 
     def __init__(
-        self, engine, limits: Limits, token: str | None = TOKEN, allow_origins: tuple[str, ...] = (GOOD_ORIGIN,)
+        self,
+        engine,
+        limits: Limits,
+        token: str | None = TOKEN,
+        allow_origins: tuple[str, ...] = (GOOD_ORIGIN,),
+        http: bool = False,
     ) -> None:
         backend = LocalBackend(engine, limits.max_queue)  # the server shuts it down when it stops
-        self.server = StreamServer(backend, ServerConfig("127.0.0.1", 0, token, allow_origins, limits))
+        self.http = OpenAIServer(backend, limits, token=token, bind=False) if http else None
+        config = ServerConfig("127.0.0.1", 0, token, allow_origins, limits)
+        self.server = StreamServer(backend, config, self.http.serve_socket if self.http else None)
         self._ready = threading.Event()
         self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
 
@@ -41,6 +49,11 @@ class ServerThread:
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.server.port}"
 
+    @property
+    def http_url(self) -> str:
+        """The OpenAI routes' base URL: the same port as the WebSocket (``http=True``)."""
+        return f"http://127.0.0.1:{self.server.port}/v1"
+
     def __enter__(self) -> ServerThread:
         self._thread.start()
         assert self._ready.wait(TIMEOUT_S), "the server did not start"
@@ -50,6 +63,8 @@ class ServerThread:
         self.loop.call_soon_threadsafe(self.stop.set)
         self._thread.join(TIMEOUT_S)
         assert not self._thread.is_alive(), "the server did not shut down"
+        if self.http is not None:
+            self.http.stop(drain_s=5.0)
 
     def finished(self, rid: Any, timeout: float = TIMEOUT_S):
         """The backend's record (its Handle) of request ``rid`` once it has ended (waits for it)."""

@@ -5,6 +5,7 @@ the CLI's security helpers (loopback warning, token check) decide correctly."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from websockets.datastructures import Headers
@@ -95,10 +96,14 @@ def test_defaults_and_integer_ids():
     msg = parse('{"type": "generate", "id": 42, "prompt": "a"}')
     assert msg.id == 42 and msg.spec.method == "draft" and msg.spec.sampling.greedy
     assert msg.spec.max_new_tokens == 50  # min(128, the server's cap)
-    assert (
-        proto.parse('{"type": "generate", "id": 1, "prompt": "a"}', LIMITS, ("none", "lookup"), encode).spec.method
-        == "none"
+    no_draft = proto.parse('{"type": "generate", "id": 1, "prompt": "a"}', LIMITS, ("none", "lookup"), encode)
+    assert no_draft.spec.method == "lookup"  # a model with no draft still speculates (GENERATE_ORDER)
+    chosen = replace(LIMITS, method="none", k=2)  # specdec serve --method none --k 2
+    assert proto.parse('{"type": "generate", "id": 2, "prompt": "a"}', chosen, ("none", "lookup"), encode).spec.k == 2
+    named = proto.parse(
+        '{"type": "generate", "id": 3, "prompt": "a", "method": "lookup"}', chosen, ("none", "lookup"), encode
     )
+    assert (named.spec.method, named.spec.k) == ("lookup", "auto")  # --k goes with the default method only
 
 
 def test_methods_come_from_the_engine_not_a_fixed_list():
