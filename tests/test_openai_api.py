@@ -98,7 +98,7 @@ BAD = [
     ({"model": "specdec", "prompt": "x", "specdec": {"method": "beam"}}, 400, "unknown_method"),
     ({"model": "specdec", "prompt": "x", "temperature": -1}, 400, "bad_params"),
     ({"model": "specdec", "prompt": "x", "max_tokens": 10_000}, 400, "bad_params"),
-    ({"model": "specdec", "prompt": "x", "n": 3}, 400, "bad_params"),
+    ({"model": "specdec", "prompt": "x", "n": 0}, 400, "bad_params"),
     ({"model": "specdec", "prompt": "x", "frobnicate": 1}, 400, "bad_params"),
     ({"model": "specdec", "prompt": ""}, 400, "bad_params"),
     ({"model": "specdec", "prompt": "x = 1\n" * 300}, 400, "prompt_too_long"),
@@ -202,19 +202,28 @@ def test_raw_streams_send_the_empty_choices_usage_chunk_only_when_asked(api, eng
     assert [t for c in asked[:-1] for t in c["choices"][0]["token_ids"]] == plain(engine, prompts[2], 8)
 
 
-def test_a_stream_that_no_step_finished_gets_a_choice_with_its_finish_reason() -> None:
+def test_a_choice_that_no_step_finished_gets_its_finish_reason(engine, prompts) -> None:
     from specdec.core.config import GenerateSpec as Spec
     from specdec.server import openai_protocol as oa
     from specdec.server import openai_replies as replies
+    from specdec.server.openai_choices import ChoiceRun
+    from specdec.server.openai_options import Options
+    from specdec.serving.backend import Request
 
-    req = oa.Completion("cmpl-x", [1, 2], Spec(), stream=True, include_usage=False)
-    (tail,) = replies.final_chunks(req, "cancelled", 3, None, carried=False)
-    assert tail["choices"][0]["text"] == "" and tail["choices"][0]["finish_reason"] == "abort"
-    assert replies.final_chunks(req, "eos", 3, None, carried=True) == []
-    chat = oa.Completion("chatcmpl-x", [1, 2], Spec(), stream=True, include_usage=False, chat=True)
-    (tail,) = replies.final_chunks(chat, "cancelled", 3, None, carried=False)
-    assert tail["object"] == "chat.completion.chunk" and tail["choices"][0]["delta"] == {}
-    assert tail["choices"][0]["finish_reason"] == "abort"
+    backend = LocalBackend(engine, 2)
+    try:
+        for chat in (False, True):
+            req = oa.Completion("x", [1, 2], Spec(), stream=True, include_usage=False, chat=chat)
+            handle = backend.submit(Request(engine.encode(prompts[0]), Spec(method="none", max_new_tokens=200)))
+            run = ChoiceRun(0, handle, Options(), backend.cancel)
+            parts = run.parts()
+            next(parts)
+            backend.cancel(handle)  # as a disconnect or a shutdown ends it
+            last = replies.chunk(req, run, list(parts)[-1])["choices"][0]
+            assert last["finish_reason"] == "abort" and handle.stop == "cancelled"
+            assert last.get("text", "") == "" and last.get("delta", {}) == {}
+    finally:
+        backend.shutdown(10)
 
 
 # -- issue 32, item 2: no-op values accepted, real ones refused naming the parameter, OpenAI's ranges -----
@@ -235,8 +244,16 @@ REFUSED = [
     ({"presence_penalty": -1}, "presence_penalty"),
     ({"logit_bias": {"42": 100}}, "logit_bias"),
     ({"best_of": 2}, "best_of"),
-    ({"n": 2}, "n"),
+    ({"n": 0}, "n"),
+    ({"n": 129}, "n"),
     ({"n": True}, "n"),
+    ({"stop": ""}, "stop"),
+    ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ({"stop": 3}, "stop"),
+    ({"echo": 1}, "echo"),
+    ({"logprobs": 6}, "logprobs"),
+    ({"logprobs": True}, "logprobs"),
+    ({"echo": True, "logprobs": 1}, "logprobs"),
     ({"max_tokens": 0}, "max_tokens"),
     ({"max_tokens": -3}, "max_tokens"),
     ({"max_tokens": "8"}, "max_tokens"),

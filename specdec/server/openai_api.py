@@ -22,6 +22,7 @@ import hmac
 import json
 import logging
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from specdec.core.config import ConfigError
@@ -30,6 +31,8 @@ from specdec.server import openai_protocol as oa
 from specdec.server import ws_protocol as proto
 from specdec.server.chat_prompt import has_chat, renderer
 from specdec.server.one_port import replaying
+from specdec.server.openai_choices import ChoiceRun
+from specdec.server.openai_options import seeds
 from specdec.serving.backend import Busy, Request, ShuttingDown
 
 log = logging.getLogger("specdec.openai")
@@ -48,6 +51,7 @@ class OpenAIServer:
         self.backend, self.limits, self.token = backend, limits, token
         tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
         self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
+        self.tokenizer = tokenizer
         self.render = renderer(backend)
         self.active = 0  # requests being answered (a stream until its [DONE])
         self._idle = threading.Condition()
@@ -87,6 +91,12 @@ class OpenAIServer:
         with self._idle:
             self.active += delta
             self._idle.notify_all()
+
+    def decode(self, ids: list[int]) -> str:
+        return "" if self.tokenizer is None else self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def token_text(self, token: int) -> str:
+        return self.decode([token])
 
     def authorized(self, header: str) -> bool:
         if not self.token:
@@ -159,7 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.server_api
         try:
             req = self._parse(self._body())
-            handle = api.backend.submit(Request(req.prompt_ids, req.spec, id=req.id))
+            runs = self._submit(req)
         except oa.ApiError as e:
             return self._error(e)
         except Busy as e:
@@ -170,12 +180,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(oa.error("bad_params", str(e)))
         api.busy(+1)
         try:
-            (self._stream if req.stream else self._whole)(req, handle)
+            (self._stream if req.stream else self._whole)(req, runs)
         except (BrokenPipeError, ConnectionResetError):
-            handle.cancel()
+            _cancel(runs)
         except Exception:  # a bug must cost one request, not the server
             log.exception("request %s failed", req.id)
-            handle.cancel()
+            _cancel(runs)
             raise
         finally:
             api.busy(-1)
@@ -185,31 +195,47 @@ class _Handler(BaseHTTPRequestHandler):
         methods, encode = tuple(api.backend.methods), api.backend.encode
         if self.path == "/v1/chat/completions":
             return openai_chat.parse(raw, api.limits, methods, encode, api.render)
-        return oa.parse(raw, api.limits, methods, encode, api.vocab)
+        return oa.parse(raw, api.limits, methods, encode, api.vocab, api.decode)
 
-    def _whole(self, req: oa.Completion, handle) -> None:
-        events = list(_events(handle))
-        if handle.error is not None:
-            return self._error(oa.engine_failure(handle.error))
-        self._json(200, openai_replies.response(req, events, handle.stop))
+    def _submit(self, req: oa.Completion) -> list[ChoiceRun]:
+        """One backend request per choice (``n``; sample i seeded ``seed + i``); all or none."""
+        api, runs = self.server_api, []
+        offset = len(req.prompt_text) if req.options.echo else 0
+        try:
+            for i, seed in enumerate(seeds(req.spec.sampling.seed, req.options.n)):
+                spec = replace(req.spec, sampling=replace(req.spec.sampling, seed=seed))
+                handle = api.backend.submit(Request(req.prompt_ids, spec, id=f"{req.id}-{i}" if i else req.id))
+                runs.append(ChoiceRun(i, handle, req.options, api.backend.cancel, api.token_text, offset))
+        except Exception:
+            _cancel(runs)
+            raise
+        return runs
 
-    def _stream(self, req: oa.Completion, handle) -> None:
+    def _whole(self, req: oa.Completion, runs: list[ChoiceRun]) -> None:
+        steps = [[part.event for part in run.parts() if part.event is not None] for run in runs]
+        failed = next((r.handle.error for r in runs if r.handle.error is not None), None)
+        if failed is not None:
+            return self._error(oa.engine_failure(failed))
+        self._json(200, openai_replies.response(req, runs, steps))
+
+    def _stream(self, req: oa.Completion, runs: list[ChoiceRun]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        tokens, stats, carried = 0, None, False
-        if req.chat:
-            self._event(openai_replies.role_chunk(req))
-        for ev in _events(handle):
-            self._event(openai_replies.chunk(req, ev))
-            tokens, stats, carried = tokens + len(ev.token_ids), ev.stats, ev.stop is not None
-        if handle.error is not None:
-            self._event(oa.engine_failure(handle.error).body())
-        for body in openai_replies.final_chunks(req, handle.stop, tokens, stats, carried):
-            self._event(body)
+        for run in runs:
+            if req.chat:
+                self._event(openai_replies.role_chunk(req, run.index))
+            elif req.options.echo:
+                self._event(openai_replies.echo_chunk(req, run.index))
+            for part in run.parts():
+                self._event(openai_replies.chunk(req, run, part))
+            if run.handle.error is not None:
+                self._event(oa.engine_failure(run.handle.error).body())
+        if req.include_usage:
+            self._event(openai_replies.usage_chunk(req, runs))
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
@@ -218,9 +244,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _events(handle):
-    """The handle's events; an engine failure ends the iteration (read ``handle.error``)."""
-    try:
-        yield from handle
-    except Exception:  # noqa: BLE001 - recorded on the handle, answered by the caller
-        return
+def _cancel(runs: list[ChoiceRun]) -> None:
+    for run in runs:
+        run.handle.cancel()

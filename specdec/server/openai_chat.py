@@ -5,9 +5,9 @@ pure like it (``render`` is the model's chat template as a function of the messa
 transport passes ``chat_prompt.renderer(backend)``). It returns a ``Completion`` with ``chat``
 set, whose prompt is the rendered conversation with the assistant's turn open, or raises the same
 ``ApiError``s with the same checks: the shared fields, ranges, no-op values (chat's own:
-``logprobs: false``, ``top_logprobs: 0``, ``tools: []``, ``tool_choice: "none"``,
-``response_format: {"type": "text"}``, plus ``n``, ``stop``, the penalties, ``logit_bias``) and the
-``specdec`` extension. ``messages`` are checked by ``specdec.engine.chat`` (400, ``param``
+``tools: []``, ``tool_choice: "none"``, ``response_format: {"type": "text"}``, plus the penalties
+and ``logit_bias``), ``n``, ``stop``, ``logprobs`` / ``top_logprobs`` (``openai_options.py``) and
+the ``specdec`` extension. ``messages`` are checked by ``specdec.engine.chat`` (400, ``param``
 ``messages``); a model without a chat template is a 400 ``no_chat_template``. The length is
 ``max_completion_tokens`` (OpenAI's current name) or else ``max_tokens``; absent, the reply may
 run to ``limits.max_new_tokens`` (OpenAI's default is the model's limit: a chat reply ends with
@@ -27,10 +27,6 @@ from specdec.server import openai_protocol as oa
 from specdec.server import ws_protocol as proto
 
 NO_OP: dict[str, Any] = {
-    "n": 1,
-    "stop": [],
-    "logprobs": False,
-    "top_logprobs": 0,
     "frequency_penalty": 0,
     "presence_penalty": 0,
     "logit_bias": {},
@@ -40,7 +36,7 @@ NO_OP: dict[str, Any] = {
 }
 FIELDS = frozenset(
     "model messages max_tokens max_completion_tokens temperature top_p top_k seed stream stream_options user "
-    "return_token_ids specdec".split()
+    "return_token_ids specdec n stop logprobs top_logprobs".split()
 ) | frozenset(NO_OP)
 
 
@@ -56,7 +52,8 @@ def parse(
     length = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     spec = oa.spec_for(body, ext, method, limits, length, limits.max_new_tokens)
     stream, include_usage = oa.stream_flags(body)
-    return oa.Completion(f"chatcmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, include_usage, chat=True)
+    opts = oa.checked_options(body, chat=True)
+    return oa.Completion(f"chatcmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, include_usage, True, opts)
 
 
 def prompt_text(messages: Any, render: Callable[[Any], str]) -> str:

@@ -9,12 +9,12 @@ route); ``STATUS`` gives each code its HTTP status.
 OpenAI fields: ``model`` (must be ``specdec``), ``prompt`` (a string or token ids),
 ``max_tokens`` (default 16, as OpenAI), ``temperature`` (default 1, as OpenAI), ``top_p``, ``seed``,
 ``stream``, ``stream_options.include_usage``, ``user``; vLLM's ``top_k`` and ``return_token_ids``.
-The fields it does not implement (``NO_OP``: ``n``, ``best_of``, ``echo``, ``stop``, ``logprobs``,
-``frequency_penalty``, ``presence_penalty``, ``logit_bias``) are accepted absent, null or at their
-no-op value (``n: 1``, ``frequency_penalty: 0``, ``logit_bias: {}``, ...), as clients that always
-send defaults do; any other value is a 400 whose ``param`` names the field. Ranges as OpenAI and
-vLLM check them: ``max_tokens`` >= 1 (0 is a 400, not 16), ``temperature`` in [0, 2]; every error
-names the OpenAI field (``max_tokens``, not the engine's ``max_new_tokens``) in its message and
+``n``, ``stop``, ``echo`` and ``logprobs`` are checked by ``openai_options.py``. The fields it does
+not implement (``NO_OP``: ``best_of``, ``frequency_penalty``, ``presence_penalty``, ``logit_bias``)
+are accepted absent, null or at their no-op value (``best_of: 1``, ``frequency_penalty: 0``,
+``logit_bias: {}``, ...), as clients that always send defaults do; any other value is a 400 whose
+``param`` names the field. Ranges as OpenAI and vLLM check them: ``max_tokens`` >= 1 (0 is a 400,
+not 16), ``temperature`` in [0, 2]; every error names the OpenAI field (``max_tokens``, not the engine's ``max_new_tokens``) in its message and
 ``param``. The extension object ``specdec``
 (``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. ``checked``,
 ``spec_for``, ``stream_flags`` and ``check_length`` are the checks every endpoint shares
@@ -34,6 +34,7 @@ from typing import Any
 
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
 from specdec.server import ws_protocol as proto
+from specdec.server.openai_options import OptionError, Options, options
 
 MODEL = "specdec"
 STATUS = {
@@ -52,17 +53,14 @@ STATUS = {
     "internal": 500,
 }
 NO_OP = {  # fields this server does not implement: absent, null or this value (no effect), else a 400
-    "n": 1,
     "best_of": 1,
-    "echo": False,
-    "stop": [],
-    "logprobs": None,
     "frequency_penalty": 0,
     "presence_penalty": 0,
     "logit_bias": {},
 }
 FIELDS = frozenset(
-    "model prompt max_tokens temperature top_p top_k seed stream stream_options user return_token_ids specdec".split()
+    "model prompt max_tokens temperature top_p top_k seed stream stream_options user return_token_ids specdec "
+    "n stop echo logprobs".split()
 ) | frozenset(NO_OP)
 MAX_TEMPERATURE = 2.0  # OpenAI's range is [0, 2]
 EXT_FIELDS = frozenset(("method", "k", "confidence", "ngram_max", "ngram_min"))
@@ -101,6 +99,8 @@ class Completion:
     stream: bool
     include_usage: bool
     chat: bool = False  # /v1/chat/completions: replies carry a message or delta, not text
+    options: Options = Options()  # n, stop, echo, logprobs (openai_options.py)
+    prompt_text: str = ""  # what echo sends back
 
 
 def parse(
@@ -109,6 +109,7 @@ def parse(
     methods: tuple[str, ...],
     encode: Callable[[str], list[int]],
     vocab: int | None = None,
+    decode: Callable[[list[int]], str] | None = None,
 ) -> Completion:
     body, ext, method = checked(raw, limits, methods, FIELDS, NO_OP)
     ids = _prompt_ids(body.get("prompt"), encode, limits)
@@ -116,7 +117,26 @@ def parse(
         raise error("bad_params", f"prompt token ids must be in [0, {vocab})", "prompt")
     spec = spec_for(body, ext, method, limits)
     stream, include_usage = stream_flags(body)
-    return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, include_usage)
+    opts = checked_options(body, chat=False)
+    text = _prompt_text(body.get("prompt"), ids, decode) if opts.echo else ""
+    return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, include_usage, False, opts, text)
+
+
+def checked_options(body: dict, chat: bool) -> Options:
+    """``n``, ``stop``, ``echo``, ``logprobs`` (``openai_options.options``), or the 400 naming the field."""
+    try:
+        return options(body, chat)
+    except OptionError as e:
+        raise error("bad_params", str(e), e.param) from None
+
+
+def _prompt_text(prompt: Any, ids: list[int], decode: Callable[[list[int]], str] | None) -> str:
+    """The prompt as text, for echo: as sent, or its token ids decoded."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return prompt
+    return decode(ids) if decode is not None else ""
 
 
 def checked(
