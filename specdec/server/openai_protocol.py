@@ -14,9 +14,8 @@ not implement (``NO_OP``: ``best_of``, ``frequency_penalty``, ``presence_penalty
 are accepted absent, null or at their no-op value (``best_of: 1``, ``frequency_penalty: 0``,
 ``logit_bias: {}``, ...), as clients that always send defaults do; any other value is a 400 whose
 ``param`` names the field. Ranges as OpenAI and vLLM check them: ``max_tokens`` >= 1 (0 is a 400,
-not 16), ``temperature`` in [0, 2]; every error names the OpenAI field (``max_tokens``, not the engine's ``max_new_tokens``) in its message and
-``param``. The extension object ``specdec``
-(``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. ``checked``,
+not 16), ``temperature`` in [0, 2]; every error names the OpenAI field (``max_tokens``, not the
+engine's ``max_new_tokens``) in its message and ``param``. The extension object ``specdec`` (``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. ``checked``,
 ``spec_for``, ``stream_flags`` and ``check_length`` are the checks every endpoint shares
 (``openai_chat.py`` parses ``/v1/chat/completions`` with them); the replies, every token's fate
 included, are built in ``openai_replies.py``. Why a second protocol: any
