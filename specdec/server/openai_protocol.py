@@ -5,21 +5,21 @@ body into a ``Completion`` (a validated ``GenerateSpec``, the prompt's token ids
 ``include_usage``) or raises ``ApiError(status, code, message, param)``, whose ``body()`` is
 OpenAI's error object. The limits are the WebSocket protocol's (``ws_protocol.Limits``), and so are
 the error codes (``ws_protocol.ERROR_CODES``) plus ``model_not_found`` and ``not_found`` (no such
-route); ``STATUS`` gives each code its HTTP status.
-OpenAI fields: ``model`` (must be ``specdec``), ``prompt`` (a string or token ids),
-``max_tokens`` (default 16, as OpenAI), ``temperature`` (default 1, as OpenAI), ``top_p``, ``seed``,
-``stream``, ``stream_options.include_usage``, ``user``; vLLM's ``top_k`` and ``return_token_ids``.
-``n``, ``stop``, ``echo`` and ``logprobs`` are checked by ``openai_options.py``. The fields it does
-not implement (``NO_OP``: ``best_of``, ``frequency_penalty``, ``presence_penalty``, ``logit_bias``)
-are accepted absent, null or at their no-op value (``best_of: 1``, ``frequency_penalty: 0``,
-``logit_bias: {}``, ...), as clients that always send defaults do; any other value is a 400 whose
-``param`` names the field. Ranges as OpenAI and vLLM check them: ``max_tokens`` >= 1 (0 is a 400,
-not 16), ``temperature`` in [0, 2]; every error names the OpenAI field (``max_tokens``, not the
-engine's ``max_new_tokens``) in its message and ``param``. The extension object ``specdec`` (``method``, ``k``, ``confidence``, ``ngram_max``, ``ngram_min``) picks the method. ``checked``,
-``spec_for``, ``stream_flags`` and ``check_length`` are the checks every endpoint shares
-(``openai_chat.py`` parses ``/v1/chat/completions`` with them); the replies, every token's fate
-included, are built in ``openai_replies.py``. Why a second protocol: any
-OpenAI client then works against this server and against vLLM alike, and the remote backend is
+route); ``STATUS`` gives each code its HTTP status. OpenAI fields: ``model`` (must be ``specdec``),
+``prompt`` (a string or token ids), ``max_tokens`` (default 16, as OpenAI), ``temperature`` (default
+1, as OpenAI), ``top_p``, ``seed``, ``stream``, ``stream_options.include_usage``, ``user``; vLLM's
+``top_k`` and ``return_token_ids``. ``n``, ``stop``, ``echo`` and ``logprobs`` are checked by
+``openai_options.py``. The fields it does not implement (``NO_OP``: ``best_of``,
+``frequency_penalty``, ``presence_penalty``, ``logit_bias``) are accepted absent, null or at their
+no-op value (``best_of: 1``, ``frequency_penalty: 0``, ``logit_bias: {}``, ...), as clients that
+always send defaults do; any other value is a 400 whose ``param`` names the field. Ranges as OpenAI
+and vLLM check them: ``max_tokens`` >= 1 (0 is a 400, not 16), ``temperature`` in [0, 2]; every
+error names the OpenAI field (``max_tokens``, not the engine's ``max_new_tokens``) in its message
+and ``param``. The extension object ``specdec`` (``method``, ``k``, ``confidence``, ``ngram_max``,
+``ngram_min``) picks the method. ``checked``, ``spec_for``, ``stream_flags`` and ``check_length``
+are the checks every endpoint shares (``openai_chat.py`` parses ``/v1/chat/completions`` with them);
+the replies, every token's fate included, are built in ``openai_replies.py``. Why a second protocol:
+any OpenAI client then works against this server and against vLLM alike, and the remote backend is
 tested against this one without vLLM.
 """
 
