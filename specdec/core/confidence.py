@@ -9,6 +9,7 @@ figure describes the model and is the same whatever the request's sampling setti
 at temperature 0 the verifier's p is one-hot and says nothing about how sure the model was.
 The engine puts it on every ``StepEvent`` it decodes (``StepEvent.logp``); the healing step
 leaves it empty (its tokens spell text the user already typed). Reading it changes no token.
+``emitted_top(..., k)``: the k most likely tokens at the same rows (the OpenAI API's top logprobs).
 """
 
 from __future__ import annotations
@@ -16,12 +17,27 @@ from __future__ import annotations
 import torch
 
 
-def emitted_logp(logits: torch.Tensor, draft, path, last: int, n: int) -> tuple[float, ...]:
+def _rows(draft, path, last: int, n: int) -> tuple[list[int], list[int]]:
+    """The logits row each of the first ``n`` emitted tokens was drawn at, and the tokens."""
     path = tuple(path)
     rows = [draft.parents[i] + 1 for i in path] + [path[-1] + 1 if path else 0]
     tokens = [int(draft.tokens[i]) for i in path] + [int(last)]
-    rows, tokens = rows[:n], tokens[:n]
+    return rows[:n], tokens[:n]
+
+
+def emitted_logp(logits: torch.Tensor, draft, path, last: int, n: int) -> tuple[float, ...]:
+    rows, tokens = _rows(draft, path, last, n)
     if not rows:
         return ()
     lp = torch.log_softmax(logits[rows].float(), dim=-1)
     return tuple(float(x) for x in lp[torch.arange(len(rows)), torch.tensor(tokens)])
+
+
+def emitted_top(logits: torch.Tensor, draft, path, last: int, n: int, k: int) -> tuple:
+    """For each of the first ``n`` emitted tokens, the ``k`` most likely tokens of the same rows as
+    ``((token_id, log-probability), ...)``, most likely first; () when ``k`` is 0."""
+    rows, _ = _rows(draft, path, last, n)
+    if not rows or k < 1:
+        return ()
+    values, ids = torch.log_softmax(logits[rows].float(), dim=-1).topk(k, dim=-1)
+    return tuple(tuple(zip(i.tolist(), v.tolist())) for i, v in zip(ids, values))

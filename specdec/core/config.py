@@ -17,6 +17,7 @@ from specdec.core import methods as _registry
 
 K_MAX = 16
 K_HELP = f"'auto' or an integer in [1, {K_MAX}]"
+MAX_TOP_LOGPROBS = 20  # the OpenAI API's bound on top_logprobs
 
 
 class ConfigError(ValueError):
@@ -112,6 +113,7 @@ class GenerateSpec:
     drafting at a position where its own top probability is below this; 0 = always k tokens),
     the sampling parameters, ``heal``: text the continuation must start with (token healing,
     exact conditioning; where ``Capabilities.heal``), left out of the emitted text, and
+    ``top_logprobs``: report that many most likely tokens per emitted token (``StepEvent.top_logp``);
     ``verifier_record``: carry the verifier's record (every test's p, q, u, verdict, the residual's
     top tokens) in each StepEvent, for a step-through view."""
 
@@ -124,6 +126,7 @@ class GenerateSpec:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     heal: str = ""  # text the continuation must start with, not emitted (specdec/core/healing.py)
     verifier_record: bool = False
+    top_logprobs: int = 0  # per emitted token, this many most likely tokens in StepEvent.top_logp
 
     def __post_init__(self) -> None:
         if self.method not in _registry.METHODS:
@@ -146,6 +149,9 @@ class GenerateSpec:
             raise ConfigError(f"heal must be text, got {type(self.heal).__name__}")
         if not isinstance(self.verifier_record, bool):
             raise ConfigError(f"verifier_record must be true or false, got {self.verifier_record!r}")
+        _check_number("top_logprobs", self.top_logprobs, int)
+        if not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise ConfigError(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerateSpec:

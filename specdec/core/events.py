@@ -172,7 +172,10 @@ class StepEvent:
     ``verifier`` is the verifier's record when the request asked for it (``GenerateSpec.
     verifier_record``; built by ``specdec/core/record.py``): JSON-ready, {"nodes": [...], "final": {...}}.
     ``logp``: the target's raw log-probability of each emitted token, in order (``engine/
-    confidence.py``), or empty where the step does not report it (healing, other backends)."""
+    confidence.py``), or empty where the step does not report it (healing, other backends).
+    ``top_logp``: for each emitted token, the ``GenerateSpec.top_logprobs`` most likely tokens of
+    the same raw distribution as ``(token_id, log-probability)``, most likely first (empty unless
+    asked: the OpenAI API's ``logprobs`` / ``top_logprobs``)."""
 
     step: int
     pieces: tuple[Piece, ...]
@@ -182,6 +185,7 @@ class StepEvent:
     stop: str | None = None
     verifier: dict[str, Any] | None = None
     logp: tuple[float, ...] = ()
+    top_logp: tuple[tuple[tuple[int, float], ...], ...] = ()
 
     @property
     def emitted(self) -> tuple[Piece, ...]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specdec.core.confidence import emitted_logp
+from specdec.core.confidence import emitted_logp, emitted_top
 from specdec.core.config import GenerateSpec
 from specdec.core.detok import Detokenizer
 from specdec.core.events import Piece, Stats, StepEvent
@@ -107,6 +107,7 @@ def finish(
         stop,
         record,
         emitted_logp(logits, draft, verdict.path, verdict.token, len(new)),
+        top_logp=emitted_top(logits, draft, verdict.path, verdict.token, len(new), run.spec.top_logprobs),
         **extra,
     )
     return ev, verdict

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from specdec.engine.chat import ChatError, NoTemplate
@@ -53,6 +54,7 @@ def parse(
     spec = oa.spec_for(body, ext, method, limits, length, limits.max_new_tokens)
     stream, include_usage = oa.stream_flags(body)
     opts = oa.checked_options(body, chat=True)
+    spec = replace(spec, top_logprobs=opts.logprobs or 0)
     return oa.Completion(f"chatcmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, include_usage, True, opts)
 
 

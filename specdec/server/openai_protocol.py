@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
@@ -117,6 +117,7 @@ def parse(
     spec = spec_for(body, ext, method, limits)
     stream, include_usage = stream_flags(body)
     opts = checked_options(body, chat=False)
+    spec = replace(spec, top_logprobs=opts.logprobs or 0)
     text = _prompt_text(body.get("prompt"), ids, decode) if opts.echo else ""
     return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", ids, spec, stream, include_usage, False, opts, text)
 
