@@ -78,7 +78,8 @@ def chat(api, messages, method: str = "lookup", **kw):
     if "max_tokens" not in kw:
         kw.setdefault("max_completion_tokens", N)
     extra = {"specdec": {"method": method}}
-    return api.chat.completions.create(model="specdec", messages=messages, temperature=0, extra_body=extra, **kw)
+    kw.setdefault("temperature", 0)
+    return api.chat.completions.create(model="specdec", messages=messages, extra_body=extra, **kw)
 
 
 def test_chat_completion_is_the_reply_without_template_or_eos(api, tokenizer) -> None:
@@ -181,3 +182,21 @@ def test_specdec_chat_piped_answers_each_line(api) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"{first}\n{second}\n"  # piped: no colour codes, no prompts
     assert len(re.findall(r"^\[lookup k auto\] tokens \d+ .* tau [\d.]+ .* tok/s", out.stderr, re.M)) == 2
+
+
+def test_chat_stop_n_and_logprobs_with_the_official_client(api) -> None:
+    full = chat(api, HI).choices[0].message.content
+    stop = full.split()[2]
+    r = chat(api, HI, stop=[stop])
+    assert r.choices[0].message.content == full[: full.find(stop)] and r.choices[0].finish_reason == "stop"
+    r = chat(api, HI, max_tokens=6, logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    assert "".join(t.token for t in content) == r.choices[0].message.content and len(content) == 6
+    assert all(len(t.top_logprobs) == 2 and t.logprob == pytest.approx(t.top_logprobs[0].logprob) for t in content)
+    assert all(bytes(t.bytes).decode() == t.token for t in content)
+    r = chat(api, HI, max_tokens=6, n=2, temperature=1.0, seed=4)
+    assert [c.index for c in r.choices] == [0, 1] and all(c.message.content for c in r.choices)
+    chunks = list(chat(api, HI, max_tokens=4, n=2, stream=True))
+    assert {c.choices[0].index for c in chunks} == {0, 1}
+    ends = [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason]
+    assert ends == ["length", "length"]
