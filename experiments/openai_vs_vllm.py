@@ -2,7 +2,7 @@
 
 Usage: ``python -m experiments.openai_vs_vllm OURS_URL VLLM_URL`` (base URLs ending in ``/v1``; both
 serving the same target under the model name ``specdec``, e.g. ``specdec serve --model tiny`` and
-``specdec vllm serve --method none``). For each request it prints every field path whose presence or
+``specdec vllm serve --method none``; run ours with ``--method none`` too, so streams chunk alike). For each request it prints every field path whose presence or
 value differs (ids and timestamps aside; our ``specdec`` extension and vLLM's own extras listed
 separately), then ``same`` or the differences. Why: "compatible" is checked against the server
 clients are written for, not against our reading of the OpenAI reference.
@@ -18,7 +18,7 @@ import urllib.request
 PROMPT = "def fibonacci(n):\n"
 REQUESTS = {
     "greedy, logprobs 2": {"prompt": PROMPT, "max_tokens": 8, "temperature": 0, "logprobs": 2},
-    "stop (list)": {"prompt": PROMPT, "max_tokens": 24, "temperature": 0, "stop": ["return", "zzz"]},
+    "stop (list)": {"prompt": PROMPT, "max_tokens": 24, "temperature": 0, "stop": ["none_of", "zzz"]},
     "echo": {"prompt": PROMPT, "max_tokens": 4, "temperature": 0, "echo": True},
     "n 2, seeded": {"prompt": PROMPT, "max_tokens": 6, "temperature": 1.0, "seed": 7, "n": 2},
     "stream, usage": {

@@ -67,6 +67,7 @@ def test_stop_is_cut_as_openai_cuts_it(client, api, prompts, as_list) -> None:
     base = {"prompt": prompt, "max_tokens": 40, "temperature": 0, "stop": stops}
     r = client.completions.create(model="specdec", **base)
     assert r.choices[0].text == expected and r.choices[0].finish_reason == "stop"
+    assert r.choices[0].model_extra["stop_reason"] == stop  # vLLM's field: which stop string
     chunks = list(client.completions.create(model="specdec", stream=True, **base))
     assert "".join(c.choices[0].text for c in chunks) == expected
     assert chunks[-1].choices[0].finish_reason == "stop"
@@ -74,8 +75,10 @@ def test_stop_is_cut_as_openai_cuts_it(client, api, prompts, as_list) -> None:
     assert got["choices"][0]["text"] == expected and got["choices"][0]["finish_reason"] == "stop"
     streamed = raw(api, base | {"stream": True})
     assert "".join(c["choices"][0]["text"] for c in streamed) == expected
-    ids = [c["choices"][0]["token_ids"] for c in streamed]
-    assert sum(map(len, ids)) == got["usage"]["completion_tokens"]
+    ids = [t for c in streamed for t in c["choices"][0]["token_ids"]]
+    assert ids == got["choices"][0]["token_ids"] and len(ids) == got["usage"]["completion_tokens"]
+    through = client.completions.create(model="specdec", prompt=prompt, max_tokens=len(ids), temperature=0)
+    assert stop in through.choices[0].text  # the tokens run through the stop string, as vLLM counts them
 
 
 def test_n_samples_are_the_requests_seeded_seed_plus_i(client, api, prompts) -> None:

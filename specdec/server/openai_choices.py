@@ -5,8 +5,9 @@ samples); ``parts()`` yields one ``Part`` per engine step: the text released by 
 (``openai_options.StopCut``), the tokens that text starts (each with its piece text, offset in the
 choice and log-probabilities), the step's event for the ``specdec`` extension, and the
 ``finish_reason`` on the part that ends the choice. A stop string ends it with ``stop`` and cancels
-the request (``cancel(handle)``); a token is reported once its text is released, and tokens whose
-text starts at or after the cut are dropped, so ``text``, ``token_ids`` and ``logprobs`` agree.
+the request (``cancel(handle)``); a token is reported once its text is released; at a stop string
+the tokens through the one that completes it are reported (``token_ids``, ``logprobs`` and the
+usage count them, as vLLM does) and later ones dropped, while the text ends before it.
 A request the engine did not end itself (a cancel, a shutdown, an engine failure) ends with
 ``abort``, as vLLM reports an aborted request, in a closing part with no event (and the text the
 cut still held). ``events``
@@ -92,7 +93,7 @@ class ChoiceRun:
     def _part(self, text: str, ev: StepEvent | None) -> Part:
         self.text.append(text)
         whole = not self.cut.hit and self.cut.sent == len(self.cut.text)
-        sent = self.offset + self.cut.sent
+        sent = self.offset + (self.cut.end if self.cut.hit else self.cut.sent)
         out = [t for t in self._pending if t.offset < sent or (whole and t.offset == sent)]
         self._pending = [] if self.cut.hit else self._pending[len(out) :]
         self.tokens += out

@@ -12,7 +12,8 @@ seeds parallel samples (None stays None: independent draws).
 ``StopCut(stops)`` cuts one choice's output as OpenAI and vLLM do: the text up to the first
 occurrence of any stop string, the stop string itself excluded, then nothing more; while streaming
 it holds back the longest tail that could still begin a stop string, so no chunk ever carries a
-part of one. ``feed(text) -> (released, hit)``; ``flush()`` releases the held tail at the end.
+part of one. ``feed(text) -> (released, hit)``; ``flush()`` releases the held tail at the end;
+``matched`` is the stop string found (vLLM's ``stop_reason``) and ``end`` where it ends.
 """
 
 from __future__ import annotations
@@ -105,16 +106,19 @@ class StopCut:
         self.text = ""  # everything generated so far
         self.sent = 0  # characters of ``text`` released
         self.hit = False
+        self.matched: str | None = None  # the stop string that ended it (vLLM's ``stop_reason``)
+        self.end = 0  # where that stop string ends in ``text``
 
     def feed(self, text: str) -> tuple[str, bool]:
         if self.hit:
             return "", True
         start = max(0, self.sent - max((len(s) for s in self.stops), default=0))
         self.text += text
-        found = [i for i in (self.text.find(s, start) for s in self.stops) if i >= 0]
+        found = [(i, s) for i, s in ((self.text.find(s, start), s) for s in self.stops) if i >= 0]
         if found:
-            self.hit = True
-            return self._release(min(found)), True
+            at, self.matched = min(found, key=lambda f: (f[0], -len(f[1])))
+            self.hit, self.end = True, at + len(self.matched)
+            return self._release(at), True
         return self._release(len(self.text) - self._held()), False
 
     def flush(self) -> str:

@@ -59,7 +59,15 @@ def _chat_logprob(t: Token, k: int) -> dict[str, Any]:
     return {"token": t.text, "logprob": t.logp, "bytes": list(t.text.encode()), "top_logprobs": top}
 
 
-def choice(req: Completion, index: int, text: str | None, tokens: list[Token], finish: str | None, whole: bool):
+def choice(
+    req: Completion,
+    index: int,
+    text: str | None,
+    tokens: list[Token],
+    finish: str | None,
+    whole: bool,
+    stop_reason: str | None = None,
+):
     """One choice: ``text`` for completions; for chat the reply ``message`` (``whole``) or a
     stream's ``delta`` (``text`` None: an empty delta, as OpenAI ends a stream)."""
     out: dict[str, Any] = {"index": index}
@@ -70,7 +78,8 @@ def choice(req: Completion, index: int, text: str | None, tokens: list[Token], f
     else:
         out["delta"] = {} if not text else {"content": text}
     ids = [t.id for t in tokens]
-    return out | {"token_ids": ids, "finish_reason": finish, "logprobs": logprobs(req, tokens)}
+    ends = {"finish_reason": finish, "stop_reason": stop_reason}  # vLLM's stop_reason: the stop string
+    return out | {"token_ids": ids} | ends | {"logprobs": logprobs(req, tokens)}
 
 
 def role_chunk(req: Completion, index: int = 0) -> dict[str, Any]:
@@ -87,7 +96,8 @@ def echo_chunk(req: Completion, index: int = 0) -> dict[str, Any]:
 def chunk(req: Completion, run: ChoiceRun, part: Part) -> dict[str, Any]:
     """One streamed step of a choice: its released text and tokens, and every token's fate in
     ``specdec``; the part that ends the choice carries the ``finish_reason`` and the final stats."""
-    body = envelope(req, [choice(req, run.index, part.text, part.tokens, part.finish, whole=False)], chunk=True)
+    one = choice(req, run.index, part.text, part.tokens, part.finish, False, run.cut.matched if part.finish else None)
+    body = envelope(req, [one], chunk=True)
     ext: dict[str, Any] = {} if part.event is None else {"step": step_fates(part.event)}
     if part.finish is not None:
         ext["stats"] = proto.stats_dict(run.stats or Stats())
@@ -104,7 +114,7 @@ def usage_chunk(req: Completion, runs: list[ChoiceRun]) -> dict[str, Any]:
 
 def response(req: Completion, runs: list[ChoiceRun], steps: list[list[StepEvent]]) -> dict[str, Any]:
     prefix = req.prompt_text if req.options.echo else ""
-    choices = [choice(req, r.index, prefix + "".join(r.text), r.tokens, r.finish, whole=True) for r in runs]
+    choices = [choice(req, r.index, prefix + "".join(r.text), r.tokens, r.finish, True, r.cut.matched) for r in runs]
     out = envelope(req, choices, chunk=False)
     out["usage"] = usage(len(req.prompt_ids), sum(len(r.tokens) for r in runs))
     ext = [_choice_ext(r, evs) for r, evs in zip(runs, steps)]
