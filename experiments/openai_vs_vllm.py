@@ -2,10 +2,11 @@
 
 Usage: ``python -m experiments.openai_vs_vllm OURS_URL VLLM_URL`` (base URLs ending in ``/v1``; both
 serving the same target under the model name ``specdec``, e.g. ``specdec serve --model tiny`` and
-``specdec vllm serve --method none``; run ours with ``--method none`` too, so streams chunk alike). For each request it prints every field path whose presence or
-value differs (ids and timestamps aside; our ``specdec`` extension and vLLM's own extras listed
-separately), then ``same`` or the differences. Why: "compatible" is checked against the server
-clients are written for, not against our reading of the OpenAI reference.
+``specdec vllm serve --method none``; run ours with ``--method none`` too, so streams chunk alike).
+For each request it prints every field path whose presence or value differs (ids and timestamps
+aside; our ``specdec`` extension and vLLM's own extras listed separately), then ``same`` or the
+differences. Why: "compatible" is checked against the server clients are written for, not against
+our reading of the OpenAI reference.
 """
 
 from __future__ import annotations
