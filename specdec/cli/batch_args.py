@@ -2,9 +2,10 @@
 
 Contract: ``add_batch_args(parser)`` declares the two options (no torch imported);
 ``make_backend(args, engine=None, loader=None, max_queue=16)`` returns
-``specdec.serving.local.LocalBackend`` for ``--max-batch 1`` (the default: the single-request loop, which
-pays nothing for batching) and ``specdec.serving.batch.BatchBackend`` otherwise (continuous batching with
-speculative decoding, docs/batching.md). Bad values are a ``ConfigError`` before any model loads
+``specdec.serving.local.LocalBackend`` for ``--max-batch 1`` (the default of the demo and the
+language server: the single-request loop) and ``specdec.serving.batch.BatchBackend`` otherwise
+(continuous batching with speculative decoding, docs/batching.md; ``specdec serve``'s default,
+``add_batch_args(p, 8)``). Bad values are a ``ConfigError`` before any model loads
 (``check_batch_args``).
 """
 
@@ -15,13 +16,15 @@ import argparse
 from specdec.core.config import ConfigError
 
 
-def add_batch_args(p: argparse.ArgumentParser) -> None:
+def add_batch_args(p: argparse.ArgumentParser, default: int = 1) -> None:
+    """``default``: the front end's ``--max-batch`` (1: the single-request loop; ``specdec serve``: 8)."""
     g = p.add_argument_group("batching (docs/batching.md)")
+    what = "one at a time, the single-request loop" if default == 1 else "continuous batching; 1 = one at a time"
     g.add_argument(
         "--max-batch",
         type=int,
-        default=1,
-        help="requests decoded together in one continuous batch (default 1: one at a time, the single-request loop)",
+        default=default,
+        help=f"requests decoded together in one continuous batch (default {default}: {what})",
     )
     g.add_argument(
         "--kv-tokens",

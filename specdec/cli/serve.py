@@ -23,6 +23,7 @@ import os
 import sys
 
 TOKEN_ENV = "SPECDEC_TOKEN"
+SERVE_MAX_BATCH = 8  # batching by default: 8 rows (docs/batching.md: 3.4x one client at 8, 3.5x at 16)
 EPILOG = f"""examples:
   specdec serve                                  # ws://127.0.0.1:8765, no token
   SPECDEC_TOKEN=s3cret specdec serve --port 9000 # clients send Authorization: Bearer s3cret (or ?token=s3cret)
@@ -90,7 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="longest prompt in tokens (default and upper bound: the model's context - 1)",
     )
     lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
-    add_batch_args(p)
+    add_batch_args(p, SERVE_MAX_BATCH)
     add_model_args(p)
     from specdec.cli.backend_arg import add_backend_arg
 
