@@ -15,7 +15,8 @@ from specdec.core.config import ConfigError
 def test_every_front_end_takes_the_batch_flags(cmd):
     args = build_parser().parse_args([cmd, "--max-batch", "4", "--kv-tokens", "4096"])
     assert (args.max_batch, args.kv_tokens) == (4, 4096)
-    assert build_parser().parse_args([cmd]).max_batch == 1  # the single-request loop by default
+    default = 8 if cmd == "serve" else 1  # a server batches by default; the others run the single-request loop
+    assert build_parser().parse_args([cmd]).max_batch == default
 
 
 def test_bad_values_are_clear_errors():
