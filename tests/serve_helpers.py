@@ -34,7 +34,7 @@ class ServerThread:
         http: bool = False,
     ) -> None:
         backend = LocalBackend(engine, limits.max_queue)  # the server shuts it down when it stops
-        self.http = OpenAIServer(backend, limits, token=token, bind=False) if http else None
+        self.http = OpenAIServer(backend, limits, token=token, bind=False, origins=allow_origins) if http else None
         config = ServerConfig("127.0.0.1", 0, token, allow_origins, limits)
         self.server = StreamServer(backend, config, self.http.serve_socket if self.http else None)
         self._ready = threading.Event()

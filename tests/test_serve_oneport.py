@@ -23,7 +23,17 @@ import pytest
 from specdec.cli.main import main as cli_main
 from specdec.core.config import GenerateSpec
 from specdec.server.ws_protocol import Limits
-from tests.serve_helpers import TIMEOUT_S, TOKEN, ServerThread, check_stream, client, generate, recv, until_done
+from tests.serve_helpers import (
+    GOOD_ORIGIN,
+    TIMEOUT_S,
+    TOKEN,
+    ServerThread,
+    check_stream,
+    client,
+    generate,
+    recv,
+    until_done,
+)
 
 openai = pytest.importorskip("openai", reason="the openai client comes with the test extras (pip install -e .[test])")
 pytestmark = pytest.mark.slow
@@ -161,3 +171,17 @@ def test_sigterm_ends_an_openai_stream_with_a_finish_reason() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_origin_list_guards_the_http_routes_too(engine) -> None:
+    with ServerThread(engine, Limits(), http=True) as srv:  # allow_origins: GOOD_ORIGIN only
+        body = json.dumps({"model": "specdec", "prompt": "x = 1", "max_tokens": 2}).encode()
+        for origin, status in (("http://evil.example", 403), (GOOD_ORIGIN, 200), (None, 200)):
+            headers = {"Authorization": f"Bearer {TOKEN}"} | ({"Origin": origin} if origin else {})
+            req = urllib.request.Request(srv.http_url + "/completions", body, headers)
+            try:
+                with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+                    got = resp.status
+            except urllib.error.HTTPError as e:
+                got = e.code
+            assert got == status, origin

@@ -28,7 +28,10 @@ EPILOG = f"""examples:
   specdec serve                                  # ws://127.0.0.1:8765, no token
   SPECDEC_TOKEN=s3cret specdec serve --port 9000 # clients send Authorization: Bearer s3cret (or ?token=s3cret)
   specdec serve --allow-origin http://localhost:8000 --max-queue 4
-then open assets/web/stream.html in a browser, or from Python:
+  specdec serve --method lookup --k 4            # the method of requests that name none
+  specdec serve --max-batch 1                    # one request at a time (default: batches of up to 8)
+the same port answers the OpenAI API (http://127.0.0.1:8765/v1: /v1/completions, /v1/chat/completions,
+/v1/models) and the WebSocket protocol; open assets/web/stream.html in a browser, or from Python:
   from websockets.sync.client import connect
   with connect("ws://127.0.0.1:8765") as ws:
       print(ws.recv())                                    # hello: protocol, methods, limits
@@ -198,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         args.host, args.port, token, tuple(args.allow_origin), limits_for(args, backend.limits.context)
     )
     http = (
-        OpenAIServer(backend, config.limits, args.host, args.port, token, bind=False)
+        OpenAIServer(backend, config.limits, args.host, args.port, token, False, tuple(args.allow_origin))
         if args.openai_port != -2
         else None
     )
@@ -216,7 +219,10 @@ def run(args: argparse.Namespace) -> int:
         if http is not None:
             print(f"specdec serve: OpenAI-compatible API on http://{args.host}:{port}/v1 (model 'specdec')", flush=True)
         if args.openai_port >= 0:
-            openai = OpenAIServer(backend, config.limits, args.host, args.openai_port, token).start()
+            openai = OpenAIServer(
+                backend, config.limits, args.host, args.openai_port, token, True, config.allow_origins
+            )
+            openai.start()
             print(f"specdec serve: OpenAI-compatible API also on {openai.url}/v1", flush=True)
 
     async def main() -> None:

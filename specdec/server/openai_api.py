@@ -10,7 +10,9 @@ Contract: ``OpenAIServer(backend, limits, host, port, token)`` serves, from a th
   the model's chat template (``chat_prompt.py``); a stream opens with the assistant's role chunk;
 - ``GET /v1/models`` (the one model ``specdec``, its methods, context, limits, whether it chats)
   and ``GET /health``.
-With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401). Every refusal is an
+With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401); with ``origins``
+(``--allow-origin``) a request whose ``Origin`` header is not listed is a 403, as the WebSocket
+handshake is (requests without one, from scripts, pass). Every refusal is an
 OpenAI error object with its HTTP status (400, 401, 404, 413, 429, 503, 500) and the server keeps
 serving. A client that disconnects mid-stream cancels its request. ``start()`` binds (port 0: any
 free port, read ``port``) and serves in a daemon thread; ``stop()`` closes the socket.
@@ -47,8 +49,9 @@ class OpenAIServer:
         port: int = 0,
         token: str | None = None,
         bind: bool = True,
+        origins: tuple[str, ...] = (),
     ):
-        self.backend, self.limits, self.token = backend, limits, token
+        self.backend, self.limits, self.token, self.origins = backend, limits, token, origins
         tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
         self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
         self.tokenizer = tokenizer
@@ -128,6 +131,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(e.status, e.body(), wait)
 
     def _check_auth(self) -> bool:
+        origin, allowed = self.headers.get("Origin"), self.server_api.origins
+        if allowed and origin is not None and origin not in allowed:  # --allow-origin, as the WebSocket checks it
+            self._error(oa.error("forbidden", f"the Origin {origin!r} is not allowed (--allow-origin)"))
+            return False
         if self.server_api.authorized(self.headers.get("Authorization", "")):
             return True
         self._error(oa.error("unauthorized", "a valid token is required: Authorization: Bearer <token>"))

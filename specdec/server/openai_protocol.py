@@ -47,6 +47,7 @@ STATUS = {
     "not_found": 404,
     "too_large": 413,
     "unauthorized": 401,
+    "forbidden": 403,
     "busy": 429,
     "shutting_down": 503,
     "internal": 500,
