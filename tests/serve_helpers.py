@@ -15,6 +15,7 @@ from websockets.sync.client import ClientConnection, connect
 from specdec.server.openai_api import OpenAIServer
 from specdec.server.ws_protocol import Limits
 from specdec.server.ws_server import ServerConfig, StreamServer
+from specdec.serving.batch import BatchBackend
 from specdec.serving.local import LocalBackend
 
 TOKEN = "s3cret-token"
@@ -32,8 +33,12 @@ class ServerThread:
         token: str | None = TOKEN,
         allow_origins: tuple[str, ...] = (GOOD_ORIGIN,),
         http: bool = False,
+        max_batch: int = 1,
     ) -> None:
-        backend = LocalBackend(engine, limits.max_queue)  # the server shuts it down when it stops
+        if max_batch == 1:  # the server shuts its backend down when it stops
+            backend = LocalBackend(engine, limits.max_queue)
+        else:
+            backend = BatchBackend(engine, max_batch, limits.max_queue)
         self.http = OpenAIServer(backend, limits, token=token, bind=False, origins=allow_origins) if http else None
         config = ServerConfig("127.0.0.1", 0, token, allow_origins, limits)
         self.server = StreamServer(backend, config, self.http.serve_socket if self.http else None)

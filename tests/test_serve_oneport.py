@@ -79,11 +79,12 @@ def _http_client(oa, rid: int, prompt: str, n: int, out: dict) -> None:
         out[rid] = r.choices[0].model_extra["token_ids"]
 
 
-def test_sixty_four_concurrent_clients_all_answered_each_as_its_solo_run(engine, prompts) -> None:
+@pytest.mark.parametrize("max_batch", [1, 8])  # the single-request loop; specdec serve's default batch
+def test_sixty_four_concurrent_clients_all_answered_each_as_its_solo_run(engine, prompts, max_batch) -> None:
     jobs = [(i, prompts[i % len(prompts)][-(120 + 9 * i) :], 4 + (7 * i) % 37) for i in range(CLIENTS)]
     refs = {i: plain(engine, p, n) for i, p, n in jobs}
     out: dict[int, list[int]] = {}
-    with ServerThread(engine, Limits(), http=True) as srv:  # the default queue bound
+    with ServerThread(engine, Limits(), http=True, max_batch=max_batch) as srv:  # the default queue bound
         oa = api(srv)
         threads = [
             threading.Thread(
@@ -99,7 +100,7 @@ def test_sixty_four_concurrent_clients_all_answered_each_as_its_solo_run(engine,
         wall = time.monotonic() - t0
     assert sorted(out) == list(range(CLIENTS)), f"unanswered: {sorted(set(range(CLIENTS)) - set(out))}"
     assert {i: out[i] for i in out} == refs
-    print(f"{CLIENTS} clients, {sum(map(len, refs.values()))} tokens in {wall:.1f} s")
+    print(f"max_batch {max_batch}: {CLIENTS} clients, {sum(map(len, refs.values()))} tokens in {wall:.1f} s")
 
 
 def test_a_full_queue_is_a_429_rate_limit_error_with_retry_after(engine) -> None:
