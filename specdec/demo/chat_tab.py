@@ -28,12 +28,10 @@ from specdec.demo import chat_view as V
 from specdec.demo import render as R
 from specdec.demo import stream as ST
 from specdec.demo.handlers import RENDER_INTERVAL_S, page_error
-from specdec.demo.model_info import Loaded
+from specdec.demo.model_info import SHOW_ORDER, Loaded
 from specdec.demo.runs import DemoSession, Run, RunRecord, make_spec
 from specdec.engine.chat import ChatError, render
 from specdec.serving.backend import Busy
-
-CHAT_ORDER = ("draft", "lookup", "none")  # lookup copies from earlier turns; the draft model teaches most
 
 
 def unavailable_md(info: Loaded) -> str:
@@ -111,7 +109,7 @@ class ChatHandlers:
 def _controls(methods: tuple[str, ...]) -> tuple:
     method = gr.Dropdown(
         [(m, m) for m in methods if m in METHODS],
-        value=preferred(methods, CHAT_ORDER),
+        value=preferred(methods, SHOW_ORDER),
         label="method for this message",
         elem_id="sd-chat-method",
         min_width=140,

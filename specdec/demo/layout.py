@@ -23,7 +23,7 @@ import json
 import gradio as gr
 
 from specdec.core.config import K_MAX
-from specdec.core.methods import GENERATE_ORDER, METHODS, preferred
+from specdec.core.methods import METHODS, preferred
 from specdec.demo import charts as C
 from specdec.demo import docs as D
 from specdec.demo import model_info as MI
@@ -71,7 +71,7 @@ def _settings(backend, info: MI.Loaded) -> dict[str, gr.components.Component]:
         [(f"{m}: {METHODS[m].description}", m) for m in methods],
         label="method",
         elem_id="sd-method",
-        value=preferred(methods, GENERATE_ORDER),
+        value=preferred(methods, MI.SHOW_ORDER),
     )
     missing = MI.unavailable_md(info)
     if missing:

@@ -15,6 +15,7 @@ Contract:
   with why and the command that adds it (``TRAIN``).
 - ``title_line(info)``: one Markdown line naming the model: title, parameters, licence.
 - ``intro_line(info)``: the page's one-line description of the model under its title.
+- ``SHOW_ORDER``: the method the page's menus start with, the first of these the model offers.
 - ``model_md(info)``: the About text for a model other than tiny, from the catalogue.
 """
 
@@ -30,6 +31,9 @@ from specdec.engine.chat import has_template
 from specdec.paths import DEFAULT_TARGET
 
 TRAIN = "specdec train --model {name} {what}"  # the command that trains a missing draft or heads
+# the method the page starts with: the draft model's fates teach the most; without one (SmolLM2 as
+# fetched) lookup still shows fates, where plain decoding shows none
+SHOW_ORDER = ("draft", "lookup", "none")
 
 
 @dataclass(frozen=True)
