@@ -120,22 +120,38 @@ def test_slices_merge_into_the_whole_runs_category_figures() -> None:
 SMOLLM2 = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specdec/models/smollm2-135m/hf"
 
 
-@pytest.mark.skipif(
-    not (SMOLLM2 / "config.json").exists(), reason=f"SmolLM2 is not installed at {SMOLLM2} (specdec models fetch)"
-)
-def test_a_short_real_bench_over_two_categories(tmp_path, capsys, monkeypatch) -> None:
-    from transformers import AutoTokenizer
-
-    from specdec.bench.prompts import load_items
-    from specdec.cli.main import main
+@pytest.fixture
+def uncalibrated(monkeypatch):
+    """Engines the CLI loads skip calibration (~20 s on 2 cores; these tests check output, not speed)."""
     from specdec.engine import load as engine_load
 
     stock = engine_load.load_engine
 
-    def uncalibrated(target, draft, device, dtype, calibration, heads=None):  # calibrating takes ~20 s
+    def load(target, draft, device, dtype, calibration, heads=None):
         return stock(target, draft, device, dtype, "off", heads=heads)
 
-    monkeypatch.setattr(engine_load, "load_engine", uncalibrated)
+    monkeypatch.setattr(engine_load, "load_engine", load)
+
+
+def test_a_prompt_too_long_for_the_model_is_named_by_file_and_line(uncalibrated, capsys) -> None:
+    from specdec.cli.main import main
+    from specdec.paths import DEFAULT_TARGET
+
+    if not (DEFAULT_TARGET / "config.json").exists():
+        pytest.skip(f"no shipped model at {DEFAULT_TARGET}")
+    argv = ["bench", "--model", "tiny", "--prompts", "summarise", "--limit", "1", "--warmup", "0", "--no-progress"]
+    assert main(argv) == 2  # the shipped tiny model has a 512-token window
+    assert "summarise.jsonl:1 (summarise): the prompt is" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not (SMOLLM2 / "config.json").exists(), reason=f"SmolLM2 is not installed at {SMOLLM2} (specdec models fetch)"
+)
+def test_a_short_real_bench_over_two_categories(tmp_path, capsys, uncalibrated) -> None:
+    from transformers import AutoTokenizer
+
+    from specdec.bench.prompts import load_items
+    from specdec.cli.main import main
 
     tok = AutoTokenizer.from_pretrained(SMOLLM2)
     text = load_items("all", limit=1, categories=["rag"])[0].text(tok)

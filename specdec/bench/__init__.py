@@ -4,6 +4,7 @@ Contract: ``run`` (every method on the same prompts in one process, with transfo
 ``hf``), ``concurrency`` (throughput against concurrency, with vLLM's rows), ``remote``, ``sweep``,
 ``ws_bench`` and ``lsp_bench``/``lsp_replay`` measure and write JSON results; ``metrics``,
 ``categories`` (the figures per workload category) and ``table`` turn them into figures;
-``prompts`` reads the prompt sets (files, folders, set names; assets/prompts/README.md). Command-line parsing lives in ``specdec.cli``; nothing in the
-package but the CLI imports this. docs/bench.md.
+``prompts`` reads the prompt sets (files, folders, set names; assets/prompts/README.md).
+Command-line parsing lives in ``specdec.cli``; nothing in the package but the CLI imports this.
+docs/bench.md.
 """

@@ -200,6 +200,11 @@ def main(args) -> int:
     engine = load_engine(args)
     prompts = [it.text(engine.tokenizer) for it in items]  # conversations in the model's chat template
     cats = [it.category for it in items]
+    for it, text in zip(items, prompts):  # name the file and line of a prompt the model cannot take
+        try:
+            engine.encode(text)
+        except ConfigError as e:
+            raise PromptFileError(f"{it.where} ({it.category}): {e}") from None
     methods = args.methods or list(engine.methods)
     missing = [m for m in methods if m not in engine.methods]
     if missing:
