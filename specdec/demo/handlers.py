@@ -74,7 +74,7 @@ class Handlers:
             raise _page_error(e) from None
         t, name = R.Transcript(prompt=prompt), ST.new_run()
         yield self._views(t, f"running {method} ...", spec, name)
-        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
+        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S, heal=True)
         try:
             for batch in run.batches():
                 t.extend(batch)
@@ -97,7 +97,8 @@ class Handlers:
             )
         )
         end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
-        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens", spec, name)
+        healed = f"; healed: the model's first token spells the prompt's last {run.healed!r}" if run.healed else ""
+        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens{healed}", spec, name)
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
@@ -128,7 +129,7 @@ class Handlers:
             raise page_error(e) from None
         t = R.Transcript(prompt=prompt)
         try:
-            for batch in Run(self.backend, prompt, spec).batches():
+            for batch in Run(self.backend, prompt, spec, heal=True).batches():
                 t.extend(batch)
                 yield R.api_payload(t, done=False)
         except (ConfigError, Busy) as e:
@@ -174,7 +175,9 @@ class Handlers:
                 break
             t = live[side] = R.Transcript(prompt=prompt)
             names[side] = ST.new_run()
-            run = Run(self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1)
+            run = Run(
+                self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1, heal=True
+            )
             note = f"run {r + 1}/{repeats}: {'none' if side == 'base' else label} ..."
             try:
                 for batch in run.batches():
