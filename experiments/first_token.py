@@ -37,9 +37,11 @@ def prompt_of(tokenizer, n: int, salt: int) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False)[:n]
 
 
-def wait_up(port: int, timeout: float = 300.0) -> None:
+def wait_up(port: int, proc, timeout: float = 300.0) -> None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}); see its log")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return
@@ -63,13 +65,13 @@ def openai_ttft(base: str, ids: list[int]) -> float:
     raise RuntimeError("no text")
 
 
-def ws_ttft(url: str, ids: list[int], rid: int) -> float:
+def ws_ttft(url: str, text: str, rid: int) -> float:
     from websockets.sync.client import connect
 
     with connect(url) as ws:
         json.loads(ws.recv())  # hello
         t0 = time.perf_counter()
-        ws.send(json.dumps({"type": "generate", "id": rid, "prompt": ids, "max_new_tokens": 4}))
+        ws.send(json.dumps({"type": "generate", "id": rid, "prompt": text, "max_new_tokens": 4}))
         while True:
             msg = json.loads(ws.recv())
             if msg.get("type") == "step":
@@ -95,15 +97,17 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(str(resolve(args.model).target))
     ws_port, oa_port = free_port(), free_port()
     cmd = [sys.executable, "-m", "specdec", "serve", "--model", args.model, "--port", str(ws_port)]
-    cmd += ["--openai-port", str(oa_port), "--max-prompt-tokens", "1024"]
+    longest = max(int(x) for x in args.lengths.split(","))
+    cmd += ["--openai-port", str(oa_port), "--max-prompt-tokens", str(longest + 8)]
     t_start = time.monotonic()
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = open(f"/tmp/first_token-{ws_port}.log", "w")
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     report: dict = {"model": args.model, "repeats": args.repeats, "rows": []}
     try:
-        wait_up(oa_port)
+        wait_up(oa_port, server)
         base, url = f"http://127.0.0.1:{oa_port}/v1", f"ws://127.0.0.1:{ws_port}"
         for salt in range(3):  # warm-up
-            openai_ttft(base, prompt_of(tok, 50, 9000 + salt))
+            openai_ttft(base, prompt_of(tok, min(50, longest), 9000 + salt))
         report["startup_s"] = time.monotonic() - t_start
         salt = 0
         for n in [int(x) for x in args.lengths.split(",")]:
@@ -112,7 +116,7 @@ def main() -> None:
                 salt += 1
                 oa.append(openai_ttft(base, prompt_of(tok, n, salt)))
                 salt += 1
-                ws.append(ws_ttft(url, prompt_of(tok, n, salt), salt))
+                ws.append(ws_ttft(url, tok.decode(prompt_of(tok, n, salt)), salt))
             row = {"prompt_tokens": n, "openai_ttft_ms": 1000 * statistics.median(oa)}
             row["ws_ttft_ms"] = 1000 * statistics.median(ws)
             row["prefill_tok_per_s_openai"] = n / statistics.median(oa)
