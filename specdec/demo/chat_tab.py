@@ -68,7 +68,7 @@ class ChatHandlers:
             raise page_error(e) from None
         convo.busy, epoch, asked = True, convo.epoch, V.user_html(text)
         shown = convo.body() + asked
-        t = R.Transcript()
+        t = R.Transcript(greedy=spec.sampling.greedy)
         try:
             yield self._view(convo, shown, f"{method}: sending ..."), ""
             run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from specdec.core.config import ConfigError
 from specdec.demo import render as R
+from specdec.demo.wording import plural
 
 CARRY = (
     "Speculation carries across turns on its own: each turn's prompt is the whole conversation so far, "
@@ -91,7 +92,7 @@ def reply_meta(method: str, k: object, t: R.Transcript, end: str) -> str:
     tau = R.num(s and s.tau, ".2f")
     speed = R.num(s and s.tokens_per_s, ".1f")
     k_txt = "" if method == "none" else f", k {k}"
-    return f"{method}{k_txt} · tau {tau} · {speed} tok/s · {len(t.token_ids)} tokens ({end})"
+    return f"{method}{k_txt} · tau {tau} · {speed} tok/s · {plural(len(t.token_ids), 'token')} ({end})"
 
 
 def meta_html(method: str, k: object, line: str) -> str:

@@ -32,6 +32,7 @@ from specdec.demo import race as RC
 from specdec.demo import render as R
 from specdec.demo import stats as S
 from specdec.demo import stream as ST
+from specdec.demo import wording as W
 from specdec.demo.about import TEACHING, about_panel
 from specdec.demo.backend import backend_note
 from specdec.demo.chat_tab import chat_tab
@@ -55,13 +56,14 @@ DEFAULT_SOURCE = "transformers/models/pi0/processing_pi0.py"  # every fate shows
 
 
 def example_prompts() -> list[tuple[str, str]]:
-    """(label, prompt) pairs from the shipped prompt set, the default first."""
+    """(label, prompt) pairs from the shipped prompt set, the default first, each named by what it
+    shows (wording.example_label), not by its file."""
     path = ASSETS / "prompts" / "code.jsonl"
     if not path.exists():
         return [("fibonacci", "def fibonacci(n):\n")]
     rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     rows.sort(key=lambda r: r.get("source") != DEFAULT_SOURCE)
-    shipped = [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
+    shipped = [(W.example_label(r.get("source", ""), r["prompt"]), r["prompt"]) for r in rows]
     return shipped[:1] + [(f"teach: {name}", text) for name, text, _ in TEACHING] + shipped[1:]
 
 

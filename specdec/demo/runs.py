@@ -46,6 +46,7 @@ class RunRecord:
     tokens_per_s: float | None
     speedup: float | None = None  # only from a race (baseline measured side by side)
     c: float | None = None
+    split: Any = None  # speed.Split of a Generate run: where its step time went (the tau/speed sentence)
 
 
 class DemoSession:
