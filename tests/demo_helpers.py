@@ -76,3 +76,13 @@ window.sdLong = [];
 new PerformanceObserver(list => { for (const e of list.getEntries()) window.sdLong.push(e.duration); })
   .observe({type: 'longtask', buffered: true});
 """
+
+
+def healed_greedy(engine, prompt: str, max_new_tokens: int):
+    """The engine's plain greedy run of ``prompt`` healed as the demo heals it (item 9: the prompt
+    backed off to its last token boundary, the continuation made to spell the rest)."""
+    from specdec.core.config import GenerateSpec
+    from specdec.core.healing import split_prompt
+
+    at = split_prompt(prompt)
+    return engine.generate(prompt[:at], GenerateSpec(method="none", max_new_tokens=max_new_tokens, heal=prompt[at:]))

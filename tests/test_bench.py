@@ -168,6 +168,8 @@ def test_cli_end_to_end_json(engine, tmp_path, capsys) -> None:
             "4",
             "--warmup",
             "0",
+            "--model",
+            "tiny",
             "--no-draft",
             "--methods",
             "none,lookup",

@@ -16,7 +16,7 @@ from specdec.core.config import GenerateSpec  # noqa: E402
 from specdec.demo.layout import launch_demo  # noqa: E402
 from specdec.demo.render import Transcript, batch_note, transcript_html  # noqa: E402
 from specdec.serving.batch import BatchBackend  # noqa: E402
-from tests.demo_helpers import free_port  # noqa: E402
+from tests.demo_helpers import free_port, healed_greedy  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PROMPTS = ("def fibonacci(n):", "import os\n\n\ndef read_lines(path):")
@@ -34,7 +34,7 @@ def test_batch_note_words():
 
 
 def test_two_users_share_the_batch(engine):
-    solo = [engine.generate(p, GenerateSpec(method="none", max_new_tokens=N)).tokens for p in PROMPTS]
+    solo = [healed_greedy(engine, p, N).tokens for p in PROMPTS]  # the demo heals each prompt (item 9)
     backend = BatchBackend(engine, max_batch=2, max_queue=4)
     demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
     try:

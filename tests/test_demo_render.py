@@ -15,6 +15,7 @@ import pytest
 from specdec.core.config import ConfigError, GenerateSpec
 from specdec.core.events import Piece, Stats, StepEvent
 from specdec.core.theory import expected_tokens, speedup
+from specdec.demo import race as RC
 from specdec.demo import render as R
 from specdec.demo import stats as S
 from specdec.demo import teach as T
@@ -156,10 +157,10 @@ def test_cost_ratio_from_timings():
 
 
 def test_race_verdict_compares_tokens():
-    assert R.race_verdict([1, 2, 3], [1, 2, 3], 0.0)[0] is True
-    same, text = R.race_verdict([1, 2, 3], [1, 2, 4], 0.0)
+    assert RC.race_verdict([1, 2, 3], [1, 2, 3], 0.0)[0] is True
+    same, text = RC.race_verdict([1, 2, 3], [1, 2, 4], 0.0)
     assert not same and "token 2" in text and "bug" in text
-    assert R.race_verdict([1, 2], [1, 3], 0.8)[0] is False
+    assert RC.race_verdict([1, 2], [1, 3], 0.8)[0] is False
 
 
 # -- settings and the batched run through the backend ----------------------------------------------

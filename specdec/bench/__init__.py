@@ -2,7 +2,9 @@
 
 Contract: ``run`` (every method on the same prompts in one process, with transformers' rows from
 ``hf``), ``concurrency`` (throughput against concurrency, with vLLM's rows), ``remote``, ``sweep``,
-``ws_bench`` and ``lsp_bench``/``lsp_replay`` measure and write JSON results; ``metrics`` and
-``table`` turn them into figures. Command-line parsing lives in ``specdec.cli``; nothing in the
-package but the CLI imports this. docs/bench.md.
+``ws_bench`` and ``lsp_bench``/``lsp_replay`` measure and write JSON results; ``metrics``,
+``categories`` (the figures per workload category) and ``table`` turn them into figures;
+``prompts`` reads the prompt sets (files, folders, set names; assets/prompts/README.md).
+Command-line parsing lives in ``specdec.cli``; nothing in the package but the CLI imports this.
+docs/bench.md.
 """

@@ -252,11 +252,12 @@ def write_merged(out: Path, ins: list[dict]) -> int:
 
 
 def main(args) -> int:
-    from specdec.bench.run import load_prompts
+    from specdec.bench.prompts import load_items
     from specdec.engine.load import engine_from_args as load_engine
 
-    prompts = load_prompts(args.prompts, args.limit or 16)
+    items = load_items(args.prompts, args.limit or 16, 0, getattr(args, "categories", None))
     engine = load_engine(args)
+    prompts = [it.text(engine.tokenizer) for it in items]  # conversations in the model's chat template
     methods = ["none"] + [m for m in (args.methods or engine.methods) if m != "none" and m in engine.methods]
     vllm = getattr(args, "compare_vllm", None)
     result = run_concurrency(

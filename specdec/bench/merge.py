@@ -10,7 +10,10 @@ summed seconds, and every speedup, ``fastest_plain`` and ``speedup_vs_fastest_pl
 again from those, exactly as one run computes them. tau and alpha are recombined from the counts
 they imply (steps = tokens / tau, drafted = k_mean steps, accepted = alpha drafted), so they are
 exact too; alpha_tested (accepted / tested) from the summed ``tested`` and ``accepted`` counts
-(None where a slice predates those counts). Per-prompt medians cannot be recombined:
+(None where a slice predates those counts). Each row's per-category figures (``categories``,
+specdec/bench/categories.py) merge the same way, category by category, with speedups against that
+category's merged ``none`` and fastest plain decoding (``fastest_plain.categories``); they are
+dropped when a slice lacks them. Per-prompt medians cannot be recombined:
 ``tokens_per_s_median`` and ``speedup_median`` are None and each slice's own figures stay in
 ``config.slices``. The cost-model scalars (target_ms,
 c, r_score, predictions) are step-weighted means of the slices'; per-position lists are dropped.
@@ -72,6 +75,40 @@ def _row(parts: list[dict]) -> dict:
     return out
 
 
+def _speedups(methods: dict, hf: dict) -> dict:
+    """Every row's speedups again, from the merged tokens/s; returns ``fastest_plain``."""
+    base = methods["none"]["tokens_per_s"]
+    fastest = fastest_plain(methods, hf)
+    for d in list(methods.values()) + list(hf.values()):
+        d["speedup"] = d["tokens_per_s"] / base if base else None
+        d["speedup_vs_fastest_plain"] = d["tokens_per_s"] / fastest["tokens_per_s"] if fastest["tokens_per_s"] else None
+    return fastest
+
+
+def _categories(results: list[dict], methods: dict, hf: dict) -> dict | None:
+    """Each row's per-category figures merged like the rows (only when every slice has them),
+    speedups against each category's merged none and fastest plain; returns the fastest per category."""
+    rows = [{**r["methods"], **r["hf"]} for r in results]
+    if not all("categories" in d for r in rows for d in r.values()):
+        for d in list(methods.values()) + list(hf.values()):
+            d.pop("categories", None)
+        return None
+    names = dict.fromkeys(c for r in rows for c in r["none"]["categories"])
+    for d in list(methods.values()) + list(hf.values()):
+        d["categories"] = {}  # not the first slice's dict, which the row's copy still points to
+    fastest = {}
+    for cat in names:
+        per = {}
+        for name in rows[0]:
+            parts = [r[name]["categories"][cat] for r in rows if cat in r[name]["categories"]]
+            per[name] = {k: v for k, v in _row(parts).items() if k in parts[0]}
+        ours = {n: d for n, d in per.items() if n in methods}
+        fastest[cat] = _speedups(ours, {n: d for n, d in per.items() if n in hf})
+        for name, d in per.items():
+            (methods.get(name) or hf[name])["categories"][cat] = d
+    return fastest
+
+
 def merge(results: list[dict]) -> dict:
     if not results:
         raise ValueError("nothing to merge")
@@ -80,11 +117,10 @@ def merge(results: list[dict]) -> dict:
         raise ValueError("the runs have different rows; merge runs of the same command only")
     methods = {n: _row([r["methods"][n] for r in results]) for n in results[0]["methods"]}
     hf = {n: _row([r["hf"][n] for r in results]) for n in results[0]["hf"]}
-    base = methods["none"]["tokens_per_s"]
-    fastest = fastest_plain(methods, hf)
-    for d in list(methods.values()) + list(hf.values()):
-        d["speedup"] = d["tokens_per_s"] / base if base else None
-        d["speedup_vs_fastest_plain"] = d["tokens_per_s"] / fastest["tokens_per_s"]
+    fastest = _speedups(methods, hf)
+    cats = _categories(results, methods, hf)
+    if cats is not None:
+        fastest["categories"] = cats
     config = dict(results[0]["config"])
     config["n_prompts"] = sum(r["config"]["n_prompts"] for r in results)
     config["slices"] = [

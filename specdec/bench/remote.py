@@ -122,15 +122,16 @@ def _concurrent(remote, ids_list, spec, concurrency: int) -> Row:
 
 
 def main(args) -> int:
-    from specdec.bench.run import load_prompts
+    from specdec.bench.prompts import load_items
     from specdec.engine.load import engine_from_args as load_engine
     from specdec.serving.remote import backend_for
 
-    prompts = load_prompts(args.prompts, args.limit)
+    items = load_items(args.prompts, args.limit, 0, getattr(args, "categories", None))
     remote = backend_for(args, None)
     wanted = [m for m in (args.methods or []) if m != "none"]
     method = remote.methods[0] if remote.kind == "vllm" else (wanted[0] if wanted else "draft")
     engine = load_engine(args)
+    prompts = [it.text(engine.tokenizer) for it in items]  # the same model's chat template on both sides
     k = args.k[0] if args.k else "auto"
     rows = run(engine, remote, prompts, method, args.max_new_tokens, max(args.concurrency or [8]), k, remote.token)
     base = rows[0].tokens

@@ -4,10 +4,13 @@ Contract: ``run_bench(engine, prompts, rows, ...)`` runs each row (``none``, ``d
 ``draft@k=2``...; plus transformers' own ``hf_greedy``, ``hf_assisted``, ``hf_lookup`` with
 ``compare_hf``) on every prompt at temperature 0, interleaved (for each prompt every row runs once,
 the order rotating by one from prompt to prompt), after ``warmup`` untimed rounds, and returns the
-JSON-ready dict documented in docs/bench.md. ``main(args)`` is the CLI: it reads the prompt file,
-loads the models, prints the table and optionally writes the JSON. A prompt file that is missing,
-has a line that is not a JSON object with a non-empty "prompt" string, or holds no prompt raises
-``PromptFileError`` (a ``ConfigError``) naming the file and line.
+JSON-ready dict documented in docs/bench.md. Given ``categories`` (one per prompt), every row also
+carries its figures per category (``row["categories"][cat]``, specdec/bench/categories.py) and
+``fastest_plain["categories"]`` each category's baseline. ``main(args)`` is the CLI: it reads the
+prompts (a file, a folder or a set name, ``--categories``, ``--limit`` per category;
+specdec/bench/prompts.py), loads the models, renders conversations through the model's chat
+template, prints the table (and the per-category one) and optionally writes the JSON. Unusable
+prompts raise ``PromptFileError`` (a ``ConfigError``, re-exported here) naming the file and line.
 
 Metrics and the cost model: ``specdec/bench/metrics.py`` (its docstring defines every figure).
 """
@@ -21,16 +24,13 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from specdec.bench.categories import category_figures
 from specdec.bench.metrics import cost_model, fastest_plain, throughput
+from specdec.bench.prompts import PromptFileError, load_items, load_prompts  # noqa: F401 (re-exported)
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
 from specdec.core.methods import METHODS
 from specdec.fast.calibrate import cpu_name
-
-
-class PromptFileError(ConfigError):
-    """A prompt file that cannot be used; the message names the file and the line."""
 
 
 @dataclass(frozen=True)
@@ -38,27 +38,6 @@ class Row:
     name: str
     method: str
     k: int | str | None = None
-
-
-def load_prompts(path: Path | str, limit: int | None = None, offset: int = 0) -> list[str]:
-    path = Path(path)
-    if not path.is_file():
-        raise PromptFileError(f'prompt file not found: {path} (one JSON object per line with a "prompt" string)')
-    prompts: list[str] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PromptFileError(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:
-            raise PromptFileError(f'{path}:{n}: expected an object with a non-empty "prompt" string')
-        prompts.append(obj["prompt"])
-    if not prompts:
-        raise PromptFileError(f"{path} holds no prompts")
-    prompts = prompts[offset:]  # a slice of the file, for runs merged by specdec/bench/merge.py
-    return prompts[:limit] if limit else prompts
 
 
 def make_rows(methods: list[str], ks: list[int | str] | None = None) -> list[Row]:
@@ -109,6 +88,7 @@ def run_bench(
     hf_assistant_tokens: int | None = None,
     hf_lookup_tokens: int = 10,
     progress: bool = True,
+    categories: list[str] | None = None,
 ) -> dict:
     from tqdm import tqdm
 
@@ -181,6 +161,10 @@ def run_bench(
     fastest = fastest_plain(methods, hf_out)
     for d in list(methods.values()) + list(hf_out.values()):
         d["speedup_vs_fastest_plain"] = _ratio(d["tokens_per_s"], fastest["tokens_per_s"])
+    if categories is not None:
+        per_row, fastest["categories"] = category_figures(runs, base, categories, {r.name for r in rows})
+        for name, d in {**methods, **hf_out}.items():
+            d["categories"] = per_row[name]
     target = engine.target.model
     config = {
         "models": {
@@ -199,6 +183,8 @@ def run_bench(
         "compare_hf": compare_hf,
         "machine": _machine(),
     }
+    if categories is not None:
+        config["categories"] = {c: categories.count(c) for c in dict.fromkeys(categories)}
     cal = getattr(engine, "calibration", None)
     if cal is not None:
         config["calibration"] = cal.to_dict()
@@ -206,12 +192,19 @@ def run_bench(
 
 
 def main(args) -> int:
-    from specdec.bench.table import format_table
+    from specdec.bench.table import format_categories, format_table
     from specdec.engine.load import engine_from_args as load_engine
 
     offset = getattr(args, "offset", 0) or 0
-    prompts = load_prompts(args.prompts, args.limit, offset)
+    items = load_items(args.prompts, args.limit, offset, getattr(args, "categories", None))
     engine = load_engine(args)
+    prompts = [it.text(engine.tokenizer) for it in items]  # conversations in the model's chat template
+    cats = [it.category for it in items]
+    for it, text in zip(items, prompts):  # name the file and line of a prompt the model cannot take
+        try:
+            engine.encode(text)
+        except ConfigError as e:
+            raise PromptFileError(f"{it.where} ({it.category}): {e}") from None
     methods = args.methods or list(engine.methods)
     missing = [m for m in methods if m not in engine.methods]
     if missing:
@@ -221,25 +214,29 @@ def main(args) -> int:
         )
     rows = make_rows(methods, args.k)
     print(
-        f"bench: {len(prompts)} prompts from {args.prompts}, rows: "
+        f"bench: {len(prompts)} prompts ({', '.join(f'{c} {cats.count(c)}' for c in dict.fromkeys(cats))}) "
+        f"from {args.prompts}, rows: "
         f"{', '.join(r.name for r in rows)}{' + hf_*' if args.compare_hf else ''}",
         file=sys.stderr,
     )
     bench_args = (engine, prompts, rows, args.max_new_tokens, args.warmup, args.compare_hf, args.repeats)
     hf_args = (args.hf_assistant_tokens, args.hf_lookup_tokens)
+    opts = {"progress": not args.no_progress, "categories": cats}
     if getattr(args, "contention", False):
         from specdec.bench.contention import busy, running
 
         with busy() as proc:
-            result = run_bench(*bench_args, *hf_args, progress=not args.no_progress)
+            result = run_bench(*bench_args, *hf_args, **opts)
             alive = running(proc)
         result["config"]["contention"] = {"busy_processes": 1, "alive_at_end": alive}
     else:
-        result = run_bench(*bench_args, *hf_args, progress=not args.no_progress)
+        result = run_bench(*bench_args, *hf_args, **opts)
         result["config"]["contention"] = None
     result["config"]["prompts"] = str(args.prompts)
     result["config"]["offset"] = offset
     print(format_table(result))
+    if len(result["config"]["categories"]) > 1:
+        print(format_categories(result))
     cal = result["config"].get("calibration")
     if cal is not None:
         print(engine.calibration.summary())

@@ -1,5 +1,7 @@
-"""The text table ``specdec bench`` prints: ``format_table(result)`` from the JSON-ready result of
-``specdec.bench.run.run_bench`` (columns defined in ``specdec/cli/bench_args.py``'s description and docs/bench.md).
+"""The text tables ``specdec bench`` prints: ``format_table(result)`` from the JSON-ready result of
+``specdec.bench.run.run_bench`` (columns defined in ``specdec/cli/bench_args.py``'s description and docs/bench.md),
+and ``format_categories(result)``, one line per (category, row) from the rows' ``categories``
+(specdec/bench/categories.py), each category's speedups against its own fastest plain decoding.
 """
 
 from __future__ import annotations
@@ -40,9 +42,7 @@ def format_table(result: dict) -> str:
                 f"{d['identical']}/{d['n_prompts']}",
             ]
         )
-    widths = [max(len(r[i]) for r in [head] + lines) for i in range(len(head))]
-    fmt = lambda r: "  ".join(c.ljust(w) if i in (0, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-    out = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in lines]
+    out = _aligned(head, lines, (0, 8))
     cfg = result["config"]
     target_ms = next(iter(result["methods"].values()))["target_ms"]
     fastest = result.get("fastest_plain")
@@ -69,3 +69,41 @@ def format_table(result: dict) -> str:
                     f"(accepted | depth reached) {rates or '-'}"
                 )
     return "\n".join(out)
+
+
+def _aligned(head: list[str], lines: list[list[str]], left: tuple[int, ...]) -> list[str]:
+    widths = [max(len(r[i]) for r in [head] + lines) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in lines]
+
+
+def format_categories(result: dict) -> str:
+    """Per category, every row: median tok/s, speedup against the category's fastest plain
+    decoding, tau, alpha, identical. Empty when the rows carry no categories."""
+    rows = {**result["methods"], **result["hf"]}
+    fastest = (result.get("fastest_plain") or {}).get("categories") or {}
+    head = ["category", "row", "tok/s med", "tok/s agg", "vs fastest", "tau", "alpha", "identical"]
+    lines = []
+    for cat in fastest:
+        shown = [(name, d["categories"][cat]) for name, d in rows.items() if cat in (d.get("categories") or {})]
+        for j, (name, c) in enumerate(shown):
+            lines.append(
+                [
+                    f"{cat} ({c['n_prompts']})" if j == 0 else "",
+                    name,
+                    _f(c["tokens_per_s_median"], ".1f"),
+                    _f(c["tokens_per_s"], ".1f"),
+                    _f(c.get("speedup_vs_fastest_plain"), ".2f") + "x",
+                    _f(c.get("tau"), ".2f"),
+                    _f(c.get("alpha"), ".2f"),
+                    f"{c['identical']}/{c['n_prompts']}",
+                ]
+            )
+    if not lines:
+        return ""
+    base = ", ".join(f"{cat} {f['name']}" for cat, f in fastest.items())
+    return "\n".join(
+        ["\nper category (vs fastest: against the fastest plain decoding of the same category's prompts)"]
+        + _aligned(head, lines, (0, 1))
+        + [f"fastest plain per category: {base}"]
+    )

@@ -3,7 +3,8 @@
 Contract: ``add_bench_parser(subparsers)`` adds the ``bench`` subcommand and returns its parser;
 ``--methods`` and ``--k`` are parsed into lists here (through ``specdec.cli.args``, the registry and the
 one k rule), so a typo is an argparse error before any model is loaded. The default prompt file is
-``$SPECDEC_ASSETS/prompts/code.jsonl``.
+``$SPECDEC_ASSETS/prompts/code.jsonl``; ``--prompts`` also takes a folder or a set name (``all``,
+``heldout``, a category), resolved by specdec/bench/prompts.py, not here.
 """
 
 from __future__ import annotations
@@ -37,12 +38,18 @@ Columns of the table (definitions as in docs/bench.md and the design guide):
   alpha       acceptance rate: accepted draft tokens / drafted tokens
   alpha_i     the same per draft position i = 1, 2, 3, 4 (accepted / drafted at depth i)
   identical   prompts whose tokens equal the `none` row's, out of all prompts
+
+With prompts of several categories (--prompts all, heldout, a folder), a second table gives
+every row per category: tok/s, speedup against the fastest plain decoding of that category's
+own prompts, tau, alpha, identical.
 """
 
 EPILOG = """\
 examples:
   specdec bench                                      # none, draft, lookup on the shipped prompts
   specdec bench --limit 5 --max-new-tokens 64        # a quick look
+  specdec bench --prompts all --limit 2              # two prompts of every category, a table per category
+  specdec bench --prompts heldout --categories chat,rag  # the held-out set, two categories
   specdec bench --methods none,draft --k 1,2,4,auto  # one row per k: draft@k=1, draft@k=2, ...
   specdec bench --compare-hf --json bench-out/cpu.json
   specdec bench --target DIR --draft DIR --device cuda --dtype bfloat16
@@ -89,16 +96,29 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         "--prompts",
         type=Path,
         default=DEFAULT_PROMPTS,
-        metavar="FILE.jsonl",
-        help=f'one JSON object per line with a "prompt" string; other keys are ignored (default: {DEFAULT_PROMPTS})',
+        metavar="FILE|DIR|SET",
+        help='a .jsonl file (one JSON object per line with a "prompt" string or OpenAI-style "messages", '
+        'rendered through the model\'s chat template; optional "category"), a folder of them, or a set under '
+        "assets/prompts/: all (every shipped category), heldout, or one category such as chat, rag, code "
+        f"(default: {DEFAULT_PROMPTS}; docs/bench.md, Workloads)",
     )
-    w.add_argument("--limit", type=_positive, default=None, metavar="N", help="use only the first N prompts")
+    w.add_argument(
+        "--categories",
+        type=lambda v: [c.strip() for c in v.split(",") if c.strip()] or None,
+        default=None,
+        metavar="LIST",
+        help="only these categories of the prompt set, e.g. chat,rag (default: all it has)",
+    )
+    w.add_argument(
+        "--limit", type=_positive, default=None, metavar="N", help="use only the first N prompts of each category"
+    )
     w.add_argument(
         "--offset",
         type=int,
         default=0,
         metavar="A",
-        help="skip the first A prompts (run slices, merge them: python -m specdec.bench.merge OUT IN...)",
+        help="skip the first A prompts of each category (run slices, merge them: python -m specdec.bench.merge "
+        "OUT IN...)",
     )
     w.add_argument(
         "--concurrency",

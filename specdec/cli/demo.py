@@ -12,6 +12,8 @@ import os
 
 EPILOG = """views:
   Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots
+  Chat      a conversation through the model's chat template, every reply token coloured by its fate
+            (models with a chat template, e.g. smollm2-135m; --model tiny is a base model)
   Step      one verification step at a time with the verifier's record (p, q, u, verdict, residual)
   Race      the baseline and a method, repeated with alternating sides: median speedup and its spread
   Teach     the speedup equation with sliders, and rejection sampling checked by Monte Carlo
@@ -20,6 +22,7 @@ API: a streaming endpoint /generate (prompt, method, k, temperature, max_new_tok
 
 examples:
   specdec demo                              # http://127.0.0.1:7860
+  specdec demo --model tiny                 # the shipped tiny models (draft, Medusa, EAGLE)
   specdec demo --port 8080 --host 0.0.0.0   # listen on every interface (mind who can reach it)
 """
 

@@ -29,6 +29,8 @@ EPILOG = """examples:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from specdec.cli.render import ansi_piece, legend, stats_line
     from specdec.core.config import ConfigError, GenerateSpec, SamplingParams, parse_k
 
@@ -50,14 +52,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
 
     make_spec(NAMES)  # bad settings fail before any model loads
+    heal = ""
+    if not args.no_heal:  # the prompt backed off to a token boundary the model knows (as the demo does)
+        from specdec.core.healing import split_prompt
+
+        at = split_prompt(prompt)
+        prompt, heal = prompt[:at], prompt[at:]
     if args.backend:  # a remote server (specdec/cli/backend_arg.py): the same events through the Backend seam
         from specdec.cli.backend_arg import remote_events
 
         spec = make_spec(("draft", "none"))
-        events = remote_events(args, prompt, spec)
+        events = remote_events(args, prompt + heal, spec)  # a remote server heals nothing
     else:
         engine = load_engine(args)
-        spec = make_spec(engine.methods)
+        spec = replace(make_spec(engine.methods), heal=heal)
         events = None if args.json else engine.stream(prompt, spec)
     if args.json:
         res = engine.generate(prompt, spec).to_dict() if events is None else _result(list(events))
@@ -66,7 +74,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     colour = sys.stdout.isatty() and not args.no_colour
     if colour:
         print(legend(), file=sys.stderr)
-    sys.stdout.write(prompt)
+    sys.stdout.write(prompt + heal)
     stats = None
     for ev in events:
         text = "".join(ansi_piece(pc) if colour else (pc.text if pc.emitted else "") for pc in ev.pieces)
@@ -183,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--json", action="store_true", help='print {"tokens", "text", "stats"} as one JSON object')
     g.add_argument("--no-colour", action="store_true", help="plain text even in a terminal")
+    g.add_argument(
+        "--no-heal",
+        action="store_true",
+        help="do not heal the prompt (by default a prompt ending mid-word or in a newline is backed off to "
+        "a token boundary the model knows, and the first tokens spell the rest: docs/demo.md)",
+    )
     add_sampling_args(g)
     add_model_args(g)
     from specdec.cli.backend_arg import add_backend_arg

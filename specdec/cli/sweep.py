@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in engine.methods]
     if unknown:
         raise ConfigError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(engine.methods)}")
-    prompts = load_prompts(args.prompts, args.limit)
+    prompts = load_prompts(args.prompts, args.limit, tokenizer=engine.tokenizer)
     result = sweep(
         engine, prompts, ks, methods, args.max_new_tokens, args.warmup, args.confidence, progress=not args.no_progress
     )

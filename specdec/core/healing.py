@@ -9,7 +9,9 @@ a boundary the model knows (``split`` finds one in text) and passes the backed-o
 Contract:
 - ``split(text, max_chars)`` is the index where the heal text starts: the trailing word (with its
   leading space), the trailing run of punctuation (likewise), or the last space or tab of a
-  trailing run of whitespace; ``len(text)`` when there is nothing to back off.
+  trailing run of whitespace; ``len(text)`` when there is nothing to back off. The language
+  server's cursor uses it; ``split_prompt`` (a whole prompt: the demo, the API) also backs off a
+  trailing run of whitespace holding a newline.
 - ``plan(vocab, heal, max_nodes)`` is the ``Trie`` of every token sequence that stays inside
   ``heal`` (each token a strict prefix of the text still to spell); each node knows the tokens
   that finish it (their text starts with what is left). Too many nodes: None.
@@ -54,6 +56,16 @@ from specdec.core.tree import Draft
 MAX_CHARS = 16  # the longest heal text ``split`` proposes
 MAX_NODES = 24  # the most trie nodes one healing forward scores (a wider forward costs latency)
 _TAIL = re.compile(r"(?: ?[A-Za-z0-9_]+| ?[!-/:-@\[-\^`{-~]+|[ \t])\Z")  # ASCII only
+
+
+def split_prompt(text: str, max_chars: int = MAX_CHARS) -> int:
+    """``split`` for a whole prompt (the demo's, the API's): also backs off a trailing run of
+    whitespace that holds a newline (``"def main():\n"``), which tokenizers merge with the next
+    line's indentation; a prompt ending in a newline otherwise ends at a split the model never saw."""
+    m = re.search(r"[ \t]*\n\s*\Z", text[-max_chars - 1 :]) if text else None
+    if m is not None and len(m.group(0)) <= max_chars and len(m.group(0)) < len(text):
+        return len(text) - len(m.group(0))
+    return split(text, max_chars)
 
 
 def split(text: str, max_chars: int = MAX_CHARS) -> int:

@@ -4,11 +4,14 @@ Contract:
 - ``model_rows(assets)`` reads ``assets/{target,draft,medusa,eagle}/card.json`` (written by
   ``specdec train``) into one line per model: name, size in parameters, what it was trained on,
   the held-out loss where the card has one, and what to expect; a missing card is left out.
-- ``about_md(assets)`` is that table with a plain warning: the models are tiny and trained here on
-  Python source, so the code they write is poor; watch the mechanism.
+- ``about_md(assets, info=None)`` is that table with a plain warning: the models are tiny and trained
+  here on Python source, so the code they write is poor; watch the mechanism. Given the loaded
+  model (``specdec.demo.model_info.Loaded``) it describes that model instead when it is not the
+  tiny one: the catalogue's title, parameters and licence, why a method is missing, and the cards
+  of what was trained here for it (its ``assets`` folder), if any (issue 32, item 11).
 - ``TEACHING`` are prompts chosen to show each method's strength, with the reason; their measured
   acceptance is in docs/demo.md ("Teaching prompts").
-- ``about_panel()`` builds the collapsed accordion (with the teaching prompts as text to copy).
+- ``about_panel(info=None)`` builds the collapsed accordion (with the teaching prompts as text to copy).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specdec.demo import model_info as MI
 from specdec.paths import ASSETS
 
 TEACHING: list[tuple[str, str, str]] = [  # measured in docs/demo.md, "Teaching prompts"
@@ -101,24 +105,40 @@ def model_rows(assets: Path = ASSETS) -> list[dict[str, str]]:
     return rows
 
 
-def about_md(assets: Path = ASSETS) -> str:
-    rows = model_rows(assets)
-    table = "| model | size | trained on | held-out loss | what to expect |\n|---|---|---|---|---|\n" + "".join(
+def _table(rows: list[dict[str, str]]) -> str:
+    return "| model | size | trained on | held-out loss | what to expect |\n|---|---|---|---|---|\n" + "".join(
         f"| {r['model']} | {r['size']} | {r['trained on']} | {r['held-out loss']} | {r['expect']} |\n" for r in rows
     )
+
+
+def _other_md(info: MI.Loaded) -> str:
+    """A model other than the shipped tiny one: the catalogue, and the cards trained here for it."""
+    assets = info.entry.assets if info.entry is not None else None
+    rows = model_rows(assets) if assets is not None and assets != ASSETS else []
+    trained = f"\n\nTrained here for it:\n\n{_table(rows)}" if rows else ""
+    return MI.model_md(info) + trained
+
+
+def about_md(assets: Path = ASSETS, info: MI.Loaded | None = None) -> str:
+    if info is not None and not info.tiny:
+        return _other_md(info)
+    table = _table(model_rows(assets))
+    head = f"{MI.title_line(info)}\n\n" if info is not None else ""
+    missing = MI.unavailable_md(info) if info is not None else ""
     prompts = "\n".join(f"- **{name}**: {why}." for name, _, why in TEACHING)
-    return (
+    return head + (
         "The shipped models are **tiny and were trained here**, on Python source (the standard library "
         "and a few installed packages), in minutes on a CPU (docs/training.md). Their code is poor "
         "(`def fibonacci(n):` may continue with nonsense): watch the mechanism, whose output equals the "
         "target's own, not the quality of the code. "
-        "Any local Hugging Face pair plugs in with `specdec demo --target DIR --draft DIR`.\n\n"
-        f"{table}\nTeaching prompts (in the example list as *teach: ...*):\n{prompts}"
+        "A real pretrained model runs with `specdec demo --model smollm2-135m` (`specdec models` lists them), "
+        "any local Hugging Face pair with `specdec demo --target DIR --draft DIR`.\n\n"
+        f"{table}\n{missing}\n\nTeaching prompts (in the example list as *teach: ...*):\n{prompts}"
     )
 
 
-def about_panel() -> None:
+def about_panel(info: MI.Loaded | None = None) -> None:
     import gradio as gr
 
     with gr.Accordion("About the models", open=False, elem_id="sd-about"):
-        gr.Markdown(about_md())
+        gr.Markdown(about_md(info=info), elem_id="sd-about-text")

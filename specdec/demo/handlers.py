@@ -22,10 +22,12 @@ from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
 from specdec.demo import charts as C
 from specdec.demo import race as RC
 from specdec.demo import render as R
+from specdec.demo import speed as SP
 from specdec.demo import stats as S
 from specdec.demo import stream as ST
 from specdec.demo import teach as T
 from specdec.demo.runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
+from specdec.demo.wording import plural
 from specdec.serving.backend import Busy
 
 RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run keeps the page responsive
@@ -50,11 +52,17 @@ class Handlers:
         self.backend = backend
 
     # -- Generate ------------------------------------------------------------------------------
-    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec, run: str) -> tuple:
+    def _views(self, t: R.Transcript, status: str, spec: GenerateSpec, run: str, before=()) -> tuple:
         """The Generate view's outputs: the stream (appended to in the page, specdec/demo/stream.py), the
-        live numbers, and the charts (small inline SVG, specdec/demo/charts.py)."""
+        live numbers (the steady tokens/s and where the time goes, specdec/demo/speed.py), and the
+        charts (small inline SVG, specdec/demo/charts.py). ``before``: this session's earlier splits."""
         note = S.method_note(spec.method, spec.k, spec.confidence, t) + S.position_counts(t.stats)
-        return ST.stream_value(t, status, run), R.stats_html(t.stats) + note, C.charts_html(t)
+        rate, split = SP.steady_rate(t), SP.split(t, SP.label(spec.method, spec.k))
+        whole = R.num(t.stats and t.stats.tokens_per_s, ".1f")
+        spread = f"({rate.low:.1f}-{rate.high:.1f}); whole run {whole}" if rate else ""
+        speed = SP.speed_html(split, list(before))
+        cards = R.stats_html(t.stats, f"{rate.median:.1f}" if rate else None, spread)
+        return ST.stream_value(t, status, run), cards + speed + note, C.charts_html(t)
 
     def generate(
         self,
@@ -72,17 +80,18 @@ class Handlers:
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise _page_error(e) from None
-        t, name = R.Transcript(prompt=prompt), ST.new_run()
-        yield self._views(t, f"running {method} ...", spec, name)
-        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
+        t, name = R.Transcript(prompt=prompt, greedy=spec.sampling.greedy), ST.new_run()
+        before = [r.split for r in session.runs if r.split is not None]
+        yield self._views(t, f"running {method} ...", spec, name, before)
+        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S, heal=True)
         try:
             for batch in run.batches():
                 t.extend(batch)
                 if t.steps:
-                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec, name)
+                    yield self._views(t, f"running {method}: step {t.steps[-1].step}", spec, name, before)
                 else:  # the backend holds it until the request before it ends; Stop still acts
                     queued = f"{method}: waiting in the engine's queue (another request is decoding)"
-                    yield self._views(t, queued, spec, name)
+                    yield self._views(t, queued, spec, name, before)
         except (ConfigError, Busy) as e:
             raise _page_error(e) from None
         s = t.stats
@@ -94,10 +103,12 @@ class Handlers:
                 s.tau if s else None,
                 s.tokens_per_s if s else None,
                 c=R.cost_ratio(t),
+                split=SP.split(t, SP.label(method, spec.k)),
             )
         )
         end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
-        yield self._views(t, f"{method}: {end}; {len(t.token_ids)} tokens", spec, name)
+        healed = f"; healed: the model's first token spells the prompt's last {run.healed!r}" if run.healed else ""
+        yield self._views(t, f"{method}: {end}; {plural(len(t.token_ids), 'token')}{healed}", spec, name, before)
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
@@ -128,7 +139,7 @@ class Handlers:
             raise page_error(e) from None
         t = R.Transcript(prompt=prompt)
         try:
-            for batch in Run(self.backend, prompt, spec).batches():
+            for batch in Run(self.backend, prompt, spec, heal=True).batches():
                 t.extend(batch)
                 yield R.api_payload(t, done=False)
         except (ConfigError, Busy) as e:
@@ -162,19 +173,23 @@ class Handlers:
         )
         label = f"{method}, k={spec.k}"
         tps: dict[str, list[float]] = {"base": [], "method": []}
-        live = {"base": R.Transcript(prompt=prompt), "method": R.Transcript(prompt=prompt)}
+        greedy = spec.sampling.greedy
+        live = {side: R.Transcript(prompt=prompt, greedy=greedy) for side in ("base", "method")}
         names = {"base": ST.new_run(), "method": ST.new_run()}  # a new stream per run of a side
         done: dict[str, R.Transcript] = {}
         repeats = max(1, min(RC.MAX_REPEATS, int(repeats or RC.DEFAULT_REPEATS)))
         yield (*self._race_cols(live, names, tps, label), "warming up ...")
         for sp in (base, spec):  # untimed: first calls pay for allocations the timed runs should not
             run_to_end(self.backend, prompt, replace(sp, max_new_tokens=min(8, sp.max_new_tokens)), session.stop)
+        cut = None  # the side whose run Stop cut short
         for r, side in RC.race_plan(repeats):
             if session.stop.is_set():
                 break
-            t = live[side] = R.Transcript(prompt=prompt)
+            t = live[side] = R.Transcript(prompt=prompt, greedy=greedy)
             names[side] = ST.new_run()
-            run = Run(self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1)
+            run = Run(
+                self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1, heal=True
+            )
             note = f"run {r + 1}/{repeats}: {'none' if side == 'base' else label} ..."
             try:
                 for batch in run.batches():
@@ -183,32 +198,32 @@ class Handlers:
             except (ConfigError, Busy) as e:
                 raise _page_error(e) from None
             if run.stopped_early or t.stats is None or not t.stats.tokens_per_s:
+                cut = side if t.steps else None
                 break
             tps[side].append(t.stats.tokens_per_s)
             done[side] = t
+        stopped = session.stop.is_set()
+        cols = self._race_cols(live, names, tps, label, stopped, cut)
         ups = RC.speedups(tps["base"], tps["method"])
         if not ups:
-            yield (*self._race_cols(live, names, tps, label), "stopped by you")
+            yield (*cols, "stopped by you: no paired run finished, so no speedup")
             return
-        yield (*self._race_cols(live, names, tps, label), self._race_summary(done, tps, ups, spec, session))
+        head = f"Stopped by you after {plural(len(ups), 'paired run')}. " if stopped else ""
+        yield (*cols, head + self._race_summary(done, tps, ups, spec, session))
 
-    def _race_cols(self, live: dict[str, R.Transcript], names: dict[str, str], tps: dict[str, list[float]], label: str):
-        """The two sides' stream values (specdec/demo/stream.py), the side's title and timing as head."""
+    def _race_cols(self, live, names, tps, label: str, stopped: bool = False, cut: str | None = None):
+        """The two sides' stream values (specdec/demo/stream.py), the side's title and timing as head;
+        after Stop each side says so, with what it measured (race.side_speed)."""
         cols = []
         for side, name in (("base", "baseline (none)"), ("method", label)):
             t, runs = live[side], tps[side]
-            speed = (
-                f"{statistics.median(runs):.1f} tokens/s (median of {len(runs)}: "
-                + ", ".join(f"{x:.0f}" for x in runs)
-                + ")"
-                if runs
-                else "timing ..."
-            )
+            partial = t.stats if side == cut else None
+            speed = RC.side_speed(runs, stopped, partial and partial.emitted, partial and partial.tokens_per_s)
             st = t.stats
             tau, alpha = R.num(st and st.tau, ".2f"), R.num(st and st.alpha, ".2f")
             meta = (
-                f'<div class="sd-race-meta" data-runs="{len(runs)}">{speed} · tau {tau} · '
-                f"acceptance rate (accepted / drafted) {alpha}</div>"
+                f'<div class="sd-race-meta" data-runs="{len(runs)}" data-stopped="{str(stopped).lower()}">{speed} · '
+                f"tau {tau} · acceptance rate (accepted / drafted) {alpha}</div>"
             )
             cols.append(ST.stream_value(t, "", names[side], head=f"<h4>{name}</h4>{meta}"))
         return cols[0], cols[1]
@@ -216,16 +231,17 @@ class Handlers:
     def _race_summary(self, done, tps, ups: list[float], spec: GenerateSpec, session: DemoSession) -> str:
         sm = RC.summary(ups)
         b, m = done["base"], done["method"]
-        same, sentence = R.race_verdict(b.token_ids, m.token_ids, spec.sampling.temperature)
+        same, sentence = RC.race_verdict(b.token_ids, m.token_ids, spec.sampling.temperature)
         s = m.stats
         c = R.cost_ratio(m)
         session.runs.append(
             RunRecord(spec.method, str(spec.k), s.alpha_tested, s.tau, statistics.median(tps["method"]), sm.median, c)
         )
         c_txt = f" Measured c ~ {c:.2f}." if c is not None else ""
+        why = SP.above_tau_note(sm.median, SP.split(b, "none"), SP.split(m, SP.label(spec.method, spec.k)))
         return (
             f"{sm.sentence()} Tokens/s on the engine's clock (prefill and steps, not the page), sides "
-            f"alternating which runs first.{c_txt} {sentence}"
+            f"alternating which runs first.{c_txt} {sentence}" + (f"\n\n{why}" if why else "")
         )
 
     # -- Teach ---------------------------------------------------------------------------------

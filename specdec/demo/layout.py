@@ -1,4 +1,5 @@
-"""Layout of the browser demo (Gradio): Generate, Race and Teach views over one shared engine.
+"""Layout of the browser demo (Gradio): Generate, Chat, Step through, Race and Teach views over one
+shared engine, and what the page says about the model it runs (specdec/demo/model_info.py).
 
 Contract: ``build_demo(backend) -> gr.Blocks`` builds the page and wires the handlers; it loads
 nothing (the caller passes an ``specdec.serving.backend.Backend``, e.g. ``LocalBackend(engine)``).
@@ -6,6 +7,9 @@ nothing (the caller passes an ``specdec.serving.backend.Backend``, e.g. ``LocalB
 ``gr.State(DemoSession())``; every event that decodes (Generate, Race and the ``/generate`` API)
 queues in the backend, not in gradio (``GENERATE``: many may wait there, and a batching backend
 can decode them together); races take turns in gradio's concurrency group "race" (limit 1).
+The intro, About the models, the sidebar's note on missing methods, the Chat tab and the Teach
+view's concurrency chart follow the loaded model: what was measured on the shipped tiny model is
+shown only when it runs (issue 32, item 11).
 Run and Race first clear the session's stop event unqueued (``Handlers.arm``), then start;
 Stop is unqueued and only sets it, so it reaches a run in every state (in gradio's queue, in the
 backend's queue, prefilling, decoding): the run cancels its request, which the backend ends
@@ -19,16 +23,19 @@ import json
 import gradio as gr
 
 from specdec.core.config import K_MAX
-from specdec.core.methods import GENERATE_ORDER, METHODS, preferred
+from specdec.core.methods import METHODS, preferred
 from specdec.demo import charts as C
 from specdec.demo import docs as D
+from specdec.demo import model_info as MI
 from specdec.demo import page as PAGE
 from specdec.demo import race as RC
 from specdec.demo import render as R
 from specdec.demo import stats as S
 from specdec.demo import stream as ST
+from specdec.demo import wording as W
 from specdec.demo.about import TEACHING, about_panel
 from specdec.demo.backend import backend_note
+from specdec.demo.chat_tab import chat_tab
 from specdec.demo.concurrency import concurrency_html
 from specdec.demo.handlers import Handlers
 from specdec.demo.runs import DemoSession
@@ -39,8 +46,7 @@ from specdec.paths import ASSETS
 INTRO = """## specdec: exact speculative decoding, live
 A **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass; rejection
 sampling keeps the output distributed exactly as the target's. Every token arrives with its fate from the engine:
-click or tap a token (or Tab to it and press Enter) for its step, draft position, p and q.
-The shipped models are tiny and were trained here on Python source (see *About the models*)."""
+click or tap a token (or Tab to it and press Enter) for its step, draft position, p and q."""
 GENERATE = {"concurrency_limit": 32, "concurrency_id": "generate"}  # waits in the backend's queue
 RACE = {"concurrency_limit": 1, "concurrency_id": "race"}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -50,24 +56,28 @@ DEFAULT_SOURCE = "transformers/models/pi0/processing_pi0.py"  # every fate shows
 
 
 def example_prompts() -> list[tuple[str, str]]:
-    """(label, prompt) pairs from the shipped prompt set, the default first."""
+    """(label, prompt) pairs from the shipped prompt set, the default first, each named by what it
+    shows (wording.example_label), not by its file."""
     path = ASSETS / "prompts" / "code.jsonl"
     if not path.exists():
         return [("fibonacci", "def fibonacci(n):\n")]
     rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     rows.sort(key=lambda r: r.get("source") != DEFAULT_SOURCE)
-    shipped = [(r.get("source", f"prompt {i}").split("/")[-1], r["prompt"]) for i, r in enumerate(rows)]
+    shipped = [(W.example_label(r.get("source", ""), r["prompt"]), r["prompt"]) for r in rows]
     return shipped[:1] + [(f"teach: {name}", text) for name, text, _ in TEACHING] + shipped[1:]
 
 
-def _settings(backend) -> dict[str, gr.components.Component]:
+def _settings(backend, info: MI.Loaded) -> dict[str, gr.components.Component]:
     methods = list(backend.methods)
     method = gr.Dropdown(
         [(f"{m}: {METHODS[m].description}", m) for m in methods],
         label="method",
         elem_id="sd-method",
-        value=preferred(methods, GENERATE_ORDER),
+        value=preferred(methods, MI.SHOW_ORDER),
     )
+    missing = MI.unavailable_md(info)
+    if missing:
+        gr.Markdown(missing, elem_id="sd-missing-methods")
     with gr.Row():
         k = gr.Dropdown(
             ["auto"] + [str(i) for i in range(1, K_MAX + 1)],
@@ -137,7 +147,20 @@ def _race_tab(h: Handlers, prompt, s: dict, session) -> None:
     stop.click(h.stop, [session], None, queue=False, api_visibility="private")
 
 
-def _teach_tab(h: Handlers, session) -> tuple:
+def _concurrency(info: MI.Loaded) -> None:
+    """The measured chart is the shipped tiny models'; on another model the page says so instead."""
+    if info.tiny:
+        gr.HTML(concurrency_html(), elem_id="sd-concurrency")
+        return
+    gr.Markdown(
+        f"The measured chart (docs/batching.md) is of the shipped tiny models, not of {info.title}: see it with "
+        f"`specdec demo --model tiny`, or measure this model with `specdec bench --concurrency 1,2,4,8 "
+        f"--model {info.name}`.",
+        elem_id="sd-concurrency",
+    )
+
+
+def _teach_tab(h: Handlers, session, info: MI.Loaded) -> tuple:
     gr.Markdown(
         "### (a) How fast can it be?  E[tokens per step] = (1 - alpha^(k+1)) / (1 - alpha);  "
         "speedup = (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))\n"
@@ -168,7 +191,7 @@ def _teach_tab(h: Handlers, session) -> tuple:
             mc_plot = gr.Plot(elem_id="sd-mc-plot")
             mc_numbers = gr.Markdown()
     gr.Markdown("### (c) Many users at once: where speculation stops paying (measured, `specdec bench --concurrency`)")
-    gr.HTML(concurrency_html(), elem_id="sd-concurrency")
+    _concurrency(info)
     with gr.Accordion("The proof, in full (docs/theory-lossless.md)", open=False, elem_id="sd-proof"):
         gr.Markdown(D.read_doc("theory-lossless.md"), latex_delimiters=LATEX)
     with gr.Accordion("Every theory page (docs/theory.md)", open=False, elem_id="sd-theory-index"):
@@ -186,12 +209,13 @@ def _teach_tab(h: Handlers, session) -> tuple:
 
 def build_demo(backend) -> gr.Blocks:
     h = Handlers(backend)
+    info = MI.loaded(backend)
     with gr.Blocks(title="specdec demo") as demo:
         session = gr.State(DemoSession())
         with gr.Sidebar(label="prompt and settings", open=True, width=400, elem_id="sd-sidebar"):
             examples = example_prompts()
             prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
-            settings = _settings(backend)
+            settings = _settings(backend, info)
             gr.Examples(
                 [[p] for _, p in examples],
                 inputs=[prompt],
@@ -199,18 +223,20 @@ def build_demo(backend) -> gr.Blocks:
                 examples_per_page=6,
                 label="example prompts (the shipped code set)",
             )
-        gr.Markdown(INTRO, elem_id="sd-intro")
+        gr.Markdown(f"{INTRO}\n{MI.intro_line(info)}", elem_id="sd-intro")
         gr.Markdown(backend_note(backend), elem_id="sd-backend")
-        about_panel()
+        about_panel(info)
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):
                 _generate_tab(h, prompt, settings, session)
+            with gr.Tab("Chat", id="chat"):
+                chat_tab(backend, info, settings, session, GENERATE)
             with gr.Tab("Step through", id="step"):
                 step_tab(backend, prompt, settings, session, GENERATE)
             with gr.Tab("Race", id="race"):
                 _race_tab(h, prompt, settings, session)
             with gr.Tab("Teach", id="teach") as teach:
-                a, k, c, figure, numbers = _teach_tab(h, session)
+                a, k, c, figure, numbers = _teach_tab(h, session, info)
         teach.select(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
         demo.load(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
         gr.api(h.api_generate, api_name="generate", **GENERATE)

@@ -1,11 +1,11 @@
 """The page's own stylesheet and script, passed to ``launch(css=..., head=...)``.
 
 Contract:
-- ``CSS``: token spans in monospace without padding that breaks words, the prompt box in
-  monospace, the token inspector, the step-through table (its panel may shrink below the table's
-  width, and the table then scrolls sideways in its own box), and a phone layout (narrow screens:
-  plots full width, titles that wrap instead of overlapping, the dropdown's arrow clear of the
-  method name).
+- ``CSS``: token spans in monospace without padding that breaks words, the note on missing methods
+  in small type, the prompt box in monospace, the token inspector, the step-through table (its
+  panel may shrink below the table's width, and the table then scrolls sideways in its own box),
+  and a phone layout (narrow screens: plots full width, titles that wrap instead of overlapping,
+  the dropdown's arrow clear of the method name).
 - ``HEAD``: one delegated script, the token inspector. Click or tap a token (``span.sd-tok``), or
   focus it with Tab and press Enter or Space, and ``#sd-inspector`` opens with its fate, step,
   draft position, token id, p and q (the span's ``data-info``, written by demo_render from the
@@ -28,6 +28,7 @@ CSS = (
 .sd-record-wrap { overflow-x: auto; max-width: 100%; }
 .sd-record td { padding: 2px 6px; vertical-align: top; }
 .sd-record .sd-verdict { display: inline-block; }
+#sd-missing-methods { font-size: 12px; opacity: .85; }
 #sd-prompt textarea { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px; }
 #sd-inspector { position: fixed; z-index: 1000; max-width: min(360px, 92vw); background: #111827; color: #f9fafb;
   font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; padding: 8px 28px 8px 10px; border-radius: 6px;

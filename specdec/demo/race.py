@@ -12,6 +12,10 @@ Contract:
   with runs from 1.32x to 2.14x is faster.
 - Speed is the engine's own clock (``Stats.elapsed_s`` of the last step: prefill and every step,
   not the time the page took to pull the stream), so streaming both sides live costs them nothing.
+- ``race_verdict(base, other, temperature)`` states whether the two runs produced the same tokens
+  (compared as token ids, never strings).
+- ``side_speed(runs, stopped, tokens, tps)``: a side's timing line; after Stop it says the side was
+  stopped, with its finished runs and what the cut run measured (never "timing ...").
 - ``check_race(method)`` refuses ``none`` against ``none`` (it would time noise against noise).
 """
 
@@ -21,6 +25,7 @@ import statistics
 from dataclasses import dataclass
 
 from specdec.core.config import ConfigError
+from specdec.demo.wording import plural
 
 BASE = "none"
 DEFAULT_REPEATS = 3
@@ -84,3 +89,37 @@ def summary(ups: list[float]) -> Summary:
     if not ups:
         raise ValueError("no paired runs")
     return Summary(statistics.median(ups), min(ups), max(ups), len(ups))
+
+
+def race_verdict(base: list[int], other: list[int], temperature: float) -> tuple[bool, str]:
+    """(identical, sentence): compares token ids, never strings."""
+    same = base == other
+    if temperature == 0.0:
+        if same:
+            return True, (
+                f"Temperature 0: the two outputs are identical, token for token ({plural(len(base), 'token')}). "
+                "Speculative decoding changed the speed, not the text."
+            )
+        first = next((i for i, (a, b) in enumerate(zip(base, other)) if a != b), min(len(base), len(other)))
+        return False, f"Temperature 0 but the outputs differ from token {first}: this would be a bug."
+    if same:
+        return True, "The two samples happen to be identical."
+    return False, (
+        "Temperature > 0: each output is an exact sample from the target's distribution, but the "
+        "draft consumes random numbers, so the same seed gives a different sample."
+    )
+
+
+def side_speed(runs: list[float], stopped: bool = False, tokens: int | None = None, tps: float | None = None) -> str:
+    """One side's timing: its finished runs' median, "timing ..." while none has finished, and after
+    Stop the word "stopped" with what was measured so far."""
+    done = (
+        f"{statistics.median(runs):.1f} tokens/s (median of {len(runs)}: " + ", ".join(f"{x:.0f}" for x in runs) + ")"
+        if runs
+        else ""
+    )
+    if not stopped:
+        return done or "timing ..."
+    cut = f"; the run Stop cut had {plural(tokens, 'token')}" if tokens else ""
+    cut += f" at {tps:.1f} tokens/s (not counted)" if tokens and tps else ""
+    return f"stopped by you: {done or 'no finished run'}{cut}"

@@ -10,7 +10,6 @@ Contract: the engine decides every token's fate; this module only styles it.
   plot frames are in ``demo_stats``).
 - ``api_payload(transcript)`` is the JSON value of the ``/generate`` endpoint:
   ``{"pieces": [...], "text", "tokens", "stats", "step", "stop", "done"}``.
-- ``race_verdict(...)`` states whether two runs produced the same tokens (compared as token ids).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from specdec.core.events import Piece, Stats, StepEvent
+from specdec.demo import wording as W
 
 # kind -> style of its tokens: the page's stylesheet (kind_css) and the legend's inline styles.
 KIND_STYLE: dict[str, str] = {
@@ -52,12 +52,12 @@ def num(x: float | None, fmt: str = ".3f") -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
-def piece_tooltip(piece: Piece) -> str:
+def piece_tooltip(piece: Piece, greedy: bool = False, argmax: str | None = None) -> str:
+    """The inspector's lines; at temperature 0 (``greedy``) p and q are said as the argmax rule."""
     where = f"draft position {piece.position}" if piece.position else "no draft (position 0)"
     parts = [f"{piece.kind}", f"step {piece.step}", where, f"token id {piece.token_id}"]
-    if piece.p is not None or piece.q is not None:
-        parts.append(f"p={num(piece.p)} q={num(piece.q)}")
-    return " | ".join(parts)
+    pq = W.pq_text(piece.kind, piece.p, piece.q, greedy, argmax)
+    return " | ".join(parts + ([pq] if pq else []))
 
 
 def visible_text(piece: Piece) -> str:
@@ -77,13 +77,13 @@ def visible_text(piece: Piece) -> str:
     return "".join(out) or "\u2205"
 
 
-def piece_span(piece: Piece) -> str:
+def piece_span(piece: Piece, greedy: bool = False, argmax: str | None = None) -> str:
     """Small on purpose (a 512-token run re-renders ~500 of them a few times a second): colours come
     from the page's stylesheet (``kind_css``, class ``sd-KIND``), ``data-info`` feeds the inspector
     of specdec/demo/page.py, and ``tabindex`` makes the token reachable by keyboard."""
     return (
         f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" tabindex="0" '
-        f'data-info="{html.escape(piece_tooltip(piece))}">{html.escape(visible_text(piece))}</span>'
+        f'data-info="{html.escape(piece_tooltip(piece, greedy, argmax))}">{html.escape(visible_text(piece))}</span>'
     )
 
 
@@ -93,12 +93,25 @@ def kind_css() -> str:
 
 
 def legend_html() -> str:
+    """The five fates, then every symbol the stream draws besides text (wording.SYMBOLS)."""
     items = [
         f'<span class="sd-legend" style="{SPAN_BASE};{KIND_STYLE[k]}" title="{KIND_HELP[k]}">{k}</span>'
         f'<span style="opacity:.7;font-size:12px"> {KIND_HELP[k]}</span>'
         for k in ("accepted", "rejected", "recovered", "bonus", "plain")
     ]
-    return '<div class="sd-legend-row" style="display:flex;flex-wrap:wrap;gap:14px">' + "".join(items) + "</div>"
+    symbols = [
+        f'<span class="sd-symbol" style="font-size:12px"><code>{html.escape(sym)}</code>'
+        f'<span style="opacity:.7"> {html.escape(meaning)}</span></span>'
+        for sym, meaning in W.SYMBOLS
+    ]
+    row = '<div class="sd-legend-row" style="display:flex;flex-wrap:wrap;gap:{}px;margin:2px 0">'
+    return row.format(14) + "".join(items) + "</div>" + row.format(12) + "".join(symbols) + "</div>"
+
+
+def step_argmax(pieces: Iterable[Piece]) -> dict[int, str]:
+    """Draft position -> text of the token the step emitted there: at temperature 0 that is the
+    target's argmax, the token a rejected draft token at that position was not."""
+    return {pc.position: pc.text for pc in pieces if pc.emitted}
 
 
 @dataclass
@@ -108,6 +121,7 @@ class StepRecord:
     accepted: int
     emitted: int
     rejected: int = 0  # tested and refused (struck in the stream); the rest of the draft was untested
+    timings_ms: dict[str, float] = field(default_factory=dict)  # this step's propose, score, verify
 
 
 @dataclass
@@ -121,11 +135,13 @@ class Transcript:
     stop: str | None = None
     timings_ms: dict[str, float] = field(default_factory=lambda: {"propose": 0.0, "score": 0.0, "verify": 0.0})
     batch_rows: int | None = None  # requests that shared the last step's forward (a batching backend)
+    greedy: bool = False  # temperature 0: p and q are said as the argmax rule (wording.pq_text)
     _spans: list[str] = field(default_factory=list, repr=False, compare=False)  # piece_span of each piece
 
     def add(self, event: StepEvent) -> None:
         self.pieces.extend(event.pieces)
-        self._spans.extend(piece_span(pc) for pc in event.pieces)
+        argmax = step_argmax(event.pieces) if self.greedy else {}
+        self._spans.extend(piece_span(pc, self.greedy, argmax.get(pc.position)) for pc in event.pieces)
         self.steps.append(
             StepRecord(
                 event.step,
@@ -133,6 +149,7 @@ class Transcript:
                 sum(pc.kind == "accepted" for pc in event.pieces),
                 len(event.emitted),
                 sum(pc.kind == "rejected" for pc in event.pieces),
+                dict(event.timings_ms),
             )
         )
         self.stats = event.stats
@@ -151,7 +168,7 @@ class Transcript:
     def spans(self) -> str:
         """Every piece's ``piece_span`` in order, rendered once per piece (as it arrived)."""
         if len(self._spans) != len(self.pieces):  # pieces set by hand, not through add()
-            self._spans = [piece_span(pc) for pc in self.pieces]
+            self._spans = [piece_span(pc, self.greedy) for pc in self.pieces]
         return "".join(self._spans)
 
     @property
@@ -220,12 +237,23 @@ STAT_HELP = {
 }
 
 
-def stats_html(stats: Stats | None) -> str:
+STEADY_HELP = (
+    "median rate of the run's windows of steps (tokens / engine step time, warm-up and prefill left out); "
+    "in brackets the middle half of the windows"
+)
+
+
+def stats_html(stats: Stats | None, speed: str | None = None, spread: str = "") -> str:
+    """The cards; ``speed`` replaces the whole-run tokens/s (the steady rate, speed.py), ``spread``
+    is written small under it."""
+    values = stats_summary(stats) | ({"tokens/s": speed} if speed else {})
+    sub = f'<div class="sd-spread" style="font-size:11px;opacity:.75">{html.escape(spread)}</div>' if spread else ""
     cards = "".join(
-        f'<div class="sd-stat" data-stat="{k}" title="{STAT_HELP[k]}" style="border:1px solid #d0d7de;'
-        f'border-radius:6px;padding:4px 10px;min-width:84px"><div style="font-size:11px;opacity:.7">{k}</div>'
-        f'<div style="font-size:20px;font-weight:600">{v}</div></div>'
-        for k, v in stats_summary(stats).items()
+        f'<div class="sd-stat" data-stat="{k}" title="{STEADY_HELP if k == "tokens/s" and speed else STAT_HELP[k]}" '
+        f'style="border:1px solid #d0d7de;border-radius:6px;padding:4px 10px;min-width:84px">'
+        f'<div style="font-size:11px;opacity:.7">{k}</div><div style="font-size:20px;font-weight:600">{v}</div>'
+        f"{sub if k == 'tokens/s' else ''}</div>"
+        for k, v in values.items()
     )
     return f'<div class="sd-stats" style="display:flex;flex-wrap:wrap;gap:8px">{cards}</div>'
 
@@ -260,22 +288,3 @@ def cost_ratio(t: Transcript) -> float | None:
     if not drafted or not t.steps or t.timings_ms.get("score", 0.0) <= 0:
         return None
     return (t.timings_ms["propose"] / drafted) / (t.timings_ms["score"] / len(t.steps))
-
-
-def race_verdict(base: list[int], other: list[int], temperature: float) -> tuple[bool, str]:
-    """(identical, sentence): compares token ids, never strings."""
-    same = base == other
-    if temperature == 0.0:
-        if same:
-            return True, (
-                f"Temperature 0: the two outputs are identical, token for token ({len(base)} tokens). "
-                "Speculative decoding changed the speed, not the text."
-            )
-        first = next((i for i, (a, b) in enumerate(zip(base, other)) if a != b), min(len(base), len(other)))
-        return False, f"Temperature 0 but the outputs differ from token {first}: this would be a bug."
-    if same:
-        return True, "The two samples happen to be identical."
-    return False, (
-        "Temperature > 0: each output is an exact sample from the target's distribution, but the "
-        "draft consumes random numbers, so the same seed gives a different sample."
-    )

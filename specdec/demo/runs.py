@@ -4,6 +4,11 @@ Contract:
 - ``make_spec(backend, method, k, temperature, top_p, max_new_tokens, seed)`` returns a
   ``GenerateSpec`` or raises ``ConfigError`` with a message fit for the page (ranges checked
   against this backend: its methods, its context window).
+- ``Run(backend, prompt, spec, stop, heal=...)`` with ``heal`` backs a typed prompt off to the last
+  token boundary the model knows (``specdec.core.healing.split_prompt``: a trailing partial word,
+  punctuation, or whitespace with a newline) and asks for a continuation that spells it first
+  (``GenerateSpec.heal``): conditioning, the target's distribution unchanged; ``healed`` is that
+  text (the events' text starts after it, so the page shows the prompt as typed).
 - ``Run(backend, prompt, spec, stop).batches()`` submits one request and yields lists of the events
   that arrived since the last pull, at most one list per ``min_interval_s`` (so a slow page never
   lags behind the engine), and one empty list first if the request waits in the backend's queue.
@@ -41,6 +46,7 @@ class RunRecord:
     tokens_per_s: float | None
     speedup: float | None = None  # only from a race (baseline measured side by side)
     c: float | None = None
+    split: Any = None  # speed.Split of a Generate run: where its step time went (the tau/speed sentence)
 
 
 class DemoSession:
@@ -95,8 +101,19 @@ class Run:
         min_interval_s: float = 0.04,
         poll_s: float = 0.05,
         idle_s: float = 30.0,
+        heal: bool = False,
     ) -> None:
         self.backend, self.prompt, self.spec = backend, prompt, spec
+        self.healed = ""  # the prompt's tail the model's first tokens spell (token healing), if any
+        if heal and getattr(backend.capabilities, "heal", False) and not spec.heal:
+            from dataclasses import replace
+
+            from specdec.core.healing import split_prompt
+
+            at = split_prompt(prompt)
+            if at < len(prompt):
+                self.prompt, self.healed = prompt[:at], prompt[at:]
+                self.spec = replace(spec, heal=self.healed)
         self.stop = stop or threading.Event()
         self.min_interval_s, self.poll_s, self.idle_s = min_interval_s, poll_s, idle_s
         self.stopped_early = False

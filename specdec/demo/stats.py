@@ -24,6 +24,7 @@ import pandas as pd
 from specdec.core.events import Stats
 from specdec.core.methods import METHODS
 from specdec.demo.render import Transcript
+from specdec.demo.wording import plural, range_text
 
 SERIES = ("accepted", "rejected", "untested")
 SERIES_COLOURS = {"accepted": "#16a34a", "rejected": "#dc2626", "untested": "#cbd5e1"}
@@ -81,8 +82,8 @@ def _sizes(t: Transcript) -> str:
         return ""
     plain = sum(1 for n in sizes if n == 0)
     return (
-        f" This run: {min(sizes)} to {max(sizes)} drafted per step (last step {sizes[-1]}); "
-        f"{plain} of {len(sizes)} steps drafted nothing (plain tokens)."
+        f" This run: {range_text(min(sizes), max(sizes))} drafted per step (last step {sizes[-1]}); "
+        f"{plain} of {plural(len(sizes), 'step')} drafted nothing (plain tokens)."
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from specdec.core.config import GenerateSpec
 from specdec.core.events import StepEvent
 from specdec.demo import render as R
+from specdec.demo import wording as W
 
 STRUCK = "text-decoration:line-through"
 VERDICT_STYLE = {  # the verdict's words are never struck through: only a rejected token is
@@ -45,6 +46,7 @@ def record_spec(spec: GenerateSpec) -> GenerateSpec:
 class Walk:
     events: list[StepEvent] = field(default_factory=list)
     at: int = -1  # index of the step shown; -1 before the first
+    greedy: bool = False  # temperature 0: the table says the argmax rule, not p = 0 and q = 1
 
     @property
     def done(self) -> bool:
@@ -94,7 +96,16 @@ def _u_text(node: dict[str, Any]) -> str:
     return f"{node['u']:.4f}"
 
 
-def _row(node: dict[str, Any]) -> str:
+def _greedy_cells(node: dict[str, Any], p_shown: float, argmax: str | None) -> list[str]:
+    """p(x), q(x), min(1, p/q), u and the verdict at temperature 0, where p and q are one-hot."""
+    v = node["verdict"]
+    p_txt = "1 (the target's argmax)" if p_shown >= 0.5 else "0 (not the target's argmax)"
+    why = "untested (after a rejection)" if v == "untested" else W.greedy_rule(v, argmax)
+    rule = "-" if v == "untested" else "argmax rule"
+    return [p_txt, "1 (the draft's pick)", rule, "none drawn (temperature 0)" if v != "untested" else "-", why]
+
+
+def _row(node: dict[str, Any], greedy: bool = False, argmax: str | None = None) -> str:
     v = node["verdict"]
     tested = v != "untested"
     p_shown = node.get("p_test", node["p"])
@@ -112,14 +123,15 @@ def _row(node: dict[str, Any]) -> str:
         "rejected": "rejected (u >= min(1, p/q))",
         "untested": "untested (after a rejection)",
     }[v]
+    numbers = [_num(p_shown), _num(node["q"]), _num(node.get("ratio")), _u_text(node), why]
+    if greedy:
+        numbers = _greedy_cells(node, p_shown, argmax)
     cells = [
         str(node["depth"]),
         f'<code style="{MONO}{";" + STRUCK if v == "rejected" else ""}">{_tok(node["text"])}</code>',
-        _num(p_shown),
-        _num(node["q"]),
-        _num(node.get("ratio")),
-        _u_text(node),
-        f'<span class="sd-verdict" style="{VERDICT_STYLE[v]};padding:0 4px;border-radius:3px">{why}</span>',
+        *numbers[:4],
+        f'<span class="sd-verdict" style="{VERDICT_STYLE[v]};padding:0 4px;border-radius:3px">'
+        f"{html.escape(numbers[4])}</span>",
     ]
     row = f'<tr class="sd-check" {attrs}>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
     if v == "rejected":
@@ -128,7 +140,18 @@ def _row(node: dict[str, Any]) -> str:
     return row
 
 
-def panel_html(event: StepEvent | None) -> str:
+def argmax_at(rec: dict[str, Any]) -> dict[int, str]:
+    """Depth -> text of the token the step kept there (an accepted node, else the recovered token):
+    at temperature 0 the target's argmax, which a rejected node at that depth was not."""
+    out = {n["depth"]: n["text"] for n in rec["nodes"] if n["verdict"] == "accepted"}
+    final = rec.get("final") or {}
+    rejected = [n["depth"] for n in rec["nodes"] if n["verdict"] == "rejected" and n["depth"] not in out]
+    if final.get("kind") == "recovered" and rejected:
+        out[max(rejected)] = final["text"]
+    return out
+
+
+def panel_html(event: StepEvent | None, greedy: bool = False) -> str:
     if event is None:
         return (
             '<div class="sd-panel" style="opacity:.7">Press <b>Start</b>: the run is decoded with the '
@@ -139,7 +162,8 @@ def panel_html(event: StepEvent | None) -> str:
         f"<th style='text-align:left;padding:2px 6px'>{h}</th>"
         for h in ("depth", "token x", "p(x)", "q(x)", "min(1, p/q)", "uniform u", "verdict")
     )
-    body = "".join(_row(n) for n in rec["nodes"])
+    argmax = argmax_at(rec) if greedy else {}
+    body = "".join(_row(n, greedy, argmax.get(n["depth"])) for n in rec["nodes"])
     table = (
         f"<div class='sd-record-wrap' style='overflow-x:auto;max-width:100%'><table class='sd-record' "
         f"style='border-collapse:collapse;font-size:13px'><tr>{head}</tr>{body}</table></div>"
@@ -168,7 +192,7 @@ def panel_html(event: StepEvent | None) -> str:
 
 
 def walk_html(walk: Walk, prompt: str) -> str:
-    t = R.Transcript(prompt=prompt).extend(walk.events[: walk.at + 1])
+    t = R.Transcript(prompt=prompt, greedy=walk.greedy).extend(walk.events[: walk.at + 1])
     cur = walk.current.step if walk.current else None
     status = f"step {walk.at + 1} of {len(walk.events)}" + (" (the end)" if walk.done else "") if walk.events else ""
     out = R.transcript_html(t, status)

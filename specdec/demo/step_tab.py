@@ -28,7 +28,7 @@ class StepHandlers:
     def _views(self, session: DemoSession, note: str = "") -> tuple[str, str]:
         walk = session.walk or ST.Walk()
         prompt = getattr(session, "walk_prompt", "")
-        return ST.walk_html(walk, prompt) + note, ST.panel_html(walk.current)
+        return ST.walk_html(walk, prompt) + note, ST.panel_html(walk.current, walk.greedy)
 
     def start(self, prompt, method, k, temperature, top_p, max_new_tokens, seed, session: DemoSession):
         try:
@@ -36,7 +36,7 @@ class StepHandlers:
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise page_error(e) from None
-        session.walk, session.walk_prompt = ST.Walk(), prompt
+        session.walk, session.walk_prompt = ST.Walk(greedy=spec.sampling.greedy), prompt
         yield self._views(session, "<p>decoding with the verifier's record ...</p>")
         try:
             for batch in Run(self.backend, prompt, spec, session.stop).batches():
