@@ -53,7 +53,8 @@ def solo(engine, prompt: str, **params) -> tuple[str, list[int]]:
 
 def test_greedy_stream_equals_specdec_generate(srv, engine, capsys):
     prompt, n = "def fibonacci(n):\n", 40
-    assert cli_main(["generate", prompt, "--method", "draft", "--max-new-tokens", str(n), "--json"]) == 0
+    argv = ["generate", prompt, "--method", "draft", "--max-new-tokens", str(n), "--json", "--no-heal"]
+    assert cli_main(argv) == 0  # the server does not heal prompts (yet): compare with the prompt as sent
     ref = json.loads(capsys.readouterr().out)
     with client(srv.url) as ws:
         generate(ws, "g1", prompt, method="draft", max_new_tokens=n, temperature=0)
