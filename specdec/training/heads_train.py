@@ -3,8 +3,9 @@
 Contract: ``train_medusa(opt)`` / ``train_eagle(opt)`` build (or reuse) the shared feature sets
 (``heads_prep``), train from a resumable checkpoint ``<cache>/<kind>/state.pt`` (saved every
 ``ckpt_every`` steps; batches are drawn by an RNG seeded with the step, so a resumed run sees the
-same data), measure held-out accuracy per head / per depth and write an fp16 folder
-``<out>/<kind>`` with ``card.json`` and ``README.md``. Medusa also chooses its candidate tree from
+same data; ``opt.max_minutes``, where set, stops it early, checkpointed), measure held-out
+accuracy per head / per depth and write an fp16 folder ``<out>/<kind>`` with ``card.json`` and
+``README.md``. Medusa also chooses its candidate tree from
 the measured per-head top-k accuracies (``paths.best_tree``) and stores it as ``tree.json``.
 
 Losses (the target is frozen; p_j = softmax(target LM head(h_j)), the target's own distribution):
@@ -162,6 +163,8 @@ def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Pat
         optim.load_state_dict(st["optim"])
         start = st["step"]
     module.train()
+    limit = float(getattr(opt, "max_minutes", 0) or 0) * 60  # a wall-clock cap (0 = none)
+    t0 = time.time()
     bar = tqdm(
         range(start, opt.steps),
         initial=start,
@@ -180,8 +183,12 @@ def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Pat
         optim.step()
         optim.zero_grad(set_to_none=True)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-        if (step + 1) % opt.ckpt_every == 0 or step + 1 == opt.steps:
+        late = limit > 0 and time.time() - t0 > limit
+        if (step + 1) % opt.ckpt_every == 0 or step + 1 == opt.steps or late:
             save_state(state_path, {"module": module.state_dict(), "optim": optim.state_dict(), "step": step + 1})
+        if late:
+            print(f"{desc}: stopped at step {step + 1} of {opt.steps} after {limit / 60:g} min (re-run resumes)")
+            break
     module.eval()
 
 
