@@ -8,7 +8,8 @@ the label at every position is the target's own argmax: CE on it is distillation
   W_S the LM head's rows of the vocabulary subset, labels remapped into it.
 - ``eagle_loss(layer, embed, w_s, ids, hid, start, end, unroll)``: per pass p of ``unrolled``,
   SmoothL1(f_hat_{j+1}, f_{j+1}) + 0.5 CE(W_S f_hat_{j+1}, x_{j+2}) over completion positions.
-- ``draft_loss(model, w_s, ids, start, end)``: CE of the draft's next token over the subset.
+- ``draft_loss(model, subset, proj, ids, hid, start, end)``: CE of the draft's next token over
+  the subset plus SmoothL1 of its last hidden state to the target's, projected (``proj``).
 - ``rows_batch(cs, step, n, seed)``: ``n`` rows drawn by an RNG seeded with the step (a resumed
   run sees the same batches), cut to the longest of them.
 Why one CE and no KL: the full target distribution would cost an LM-head pass over 49,152
@@ -81,11 +82,15 @@ def eagle_loss(layer, embed, w_s, subset, ids, hid, start, end, unroll: int = 2,
     return total
 
 
-def draft_loss(model, subset, ids, start, end):
-    """CE of q's next token (the target's greedy one) at completion positions, over the subset."""
+def draft_loss(model, subset, proj, ids, hid, start, end, w_feat: float = 1.0):
+    """CE of q's next token (the target's greedy one) at completion positions, over the subset,
+    plus SmoothL1 of the draft's last hidden state to the target's projected on the draft's
+    embedding directions (``proj`` [W, H]): with the draft's embedding E V^T, a draft state
+    V h_target gives logits E V^T V h_target, the target's own up to the dropped directions."""
     T = ids.shape[1] - 1
     h = model.model(input_ids=ids[:, :T]).last_hidden_state
     j = torch.arange(T)[None]
     m = (j >= start[:, None]) & (j < end[:, None])
     w_s = model.get_output_embeddings().weight[subset]
-    return _ce(h[m] @ w_s.T, ids[:, 1 : T + 1][m], subset)
+    feat = F.smooth_l1_loss(h[m], hid[m] @ proj.T)
+    return _ce(h[m] @ w_s.T, ids[:, 1 : T + 1][m], subset) + w_feat * feat

@@ -99,10 +99,11 @@ def make_draft(target, opt: ChatOptions):
     draft = LlamaForCausalLM(cfg)
     E = target.get_input_embeddings().weight.detach()
     _, _, vh = torch.linalg.svd(E, full_matrices=False)
+    proj = vh[: opt.draft_width].contiguous()  # [W, H]: the embedding's top singular directions
     with torch.no_grad():
-        draft.get_input_embeddings().weight.copy_(E @ vh[: opt.draft_width].T)
+        draft.get_input_embeddings().weight.copy_(E @ proj.T)
     draft.tie_weights()
-    return draft
+    return draft, proj
 
 
 def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str) -> float:
@@ -152,10 +153,10 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
         )
         return X.export_eagle(layer, target, held, opt, data, secs)
     if kind == "draft":
-        draft = make_draft(target, opt)
+        draft, proj = make_draft(target, opt)
         secs = _fit(
             draft,
-            lambda ids, _hid, s, e: L.draft_loss(draft, subset, ids, s, e),
+            lambda ids, hid, s, e: L.draft_loss(draft, subset, proj, ids, hid, s, e),
             lambda s: L.rows_batch(train, s, max(1, opt.batch // 128), opt.seed),
             opt,
             kind,
