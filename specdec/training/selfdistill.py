@@ -3,11 +3,12 @@
 Contract: ``generate(target_dir, prompts, folder, tag, max_new, batch, temperature, seed)`` renders
 every prompt through the target's chat template (a user turn, assistant turn opened), continues
 them in batches (left padding, transformers' KV cache, the model's own forward; greedy at temperature 0,
-else sampled with a seed per batch) and saves each batch as ``<folder>/<tag>/<i>.pt`` (a list of
+else sampled with a seed per batch) and saves each batch as ``<folder>/<tag>/<first>_<n>.pt`` (a list of
 ``{"prompt": ids, "completion": ids, "hidden": fp16 [len - 1, H]}``, the completion cut after EOS,
 ``hidden`` the target's last hidden state at every position it was fed: the heads' features,
-recorded while generating so no second pass over the text is needed). Batches already on disk are
-skipped, so an interrupted run resumes where it stopped; ``<folder>/<tag>/meta.json`` records the
+recorded while generating so no second pass over the text is needed). Prompts already answered (listed in
+the ``.idx`` file beside each batch) are skipped, so an interrupted run resumes where it stopped,
+even with another batch size; ``<folder>/<tag>/meta.json`` records the
 settings, token counts and tokens/s. ``load(folder, tags)`` returns every cached row. Why
 batched: generation is the slow part on a CPU, and one forward over
 many rows costs little more than over one (the step is memory-bound); the prompts are
@@ -104,20 +105,24 @@ def generate(
     out.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(target_dir)
     rows = [render(tok, p) for p in prompts]  # in file order (shuffled): a cut-short run keeps every kind
-    chunks = [rows[i : i + batch] for i in range(0, len(rows), batch)]
-    todo = [i for i in range(len(chunks)) if not (out / f"{i:04d}.pt").exists()]
+    todo = [i for i in range(len(rows)) if i not in _done(out)]
+    chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)]
     model = None
     made, t0 = 0, time.time()
-    bar = tqdm(todo, desc=f"target writes ({tag})", unit="batch", dynamic_ncols=True, mininterval=5.0)
-    for i in bar:
+    bar = tqdm(chunks, desc=f"target writes ({tag})", unit="batch", dynamic_ncols=True, mininterval=5.0)
+    for chunk in bar:
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32, local_files_only=True)
             model.eval()
-        res = _batch(model, tok, chunks[i], max_new, temperature, seed * 100_003 + i)
+        res = _batch(model, tok, [rows[i] for i in chunk], max_new, temperature, seed * 100_003 + chunk[0])
+        for i, r in zip(chunk, res):
+            r["index"] = i
         made += sum(len(r["completion"]) for r in res)
-        tmp = out / f"{i:04d}.tmp"
+        name = "-".join(str(i) for i in chunk)
+        tmp = out / f"{chunk[0]:04d}.tmp"
         torch.save(res, tmp)
-        os.replace(tmp, out / f"{i:04d}.pt")
+        (out / f"{chunk[0]:04d}_{len(chunk)}.idx").write_text(name + "\n")  # counts once the .pt exists
+        os.replace(tmp, out / f"{chunk[0]:04d}_{len(chunk)}.pt")
         bar.set_postfix(tok_s=f"{made / (time.time() - t0):.0f}", refresh=False)
     data = load(folder, [tag])
     meta = {
@@ -131,10 +136,20 @@ def generate(
         "completion_tokens": sum(len(r["completion"]) for r in data),
     }
     old = json.loads((out / "meta.json").read_text()) if (out / "meta.json").exists() else {}
-    meta["tokens_per_s"] = round(made / (time.time() - t0), 1) if made else old.get("tokens_per_s")
-    meta["seconds"] = round(time.time() - t0) + (old.get("seconds", 0) if made else 0) if made else old.get("seconds")
+    secs = time.time() - t0
+    meta["tokens_per_s_last_run"] = round(made / secs, 1) if made else old.get("tokens_per_s_last_run")
+    meta["seconds"] = round(secs + old.get("seconds", 0)) if made else old.get("seconds")
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def _done(out: Path) -> set[int]:
+    """Prompt indices already answered (each batch file has an ``.idx`` list beside it)."""
+    done: set[int] = set()
+    for f in out.glob("*.idx"):
+        if f.with_suffix(".pt").exists():
+            done |= {int(i) for i in f.read_text().split("-") if i.strip()}
+    return done
 
 
 def load(folder: Path, tags: list[str]) -> list[dict]:
