@@ -36,7 +36,7 @@ def data_card(opt, meta: dict, train: ChatSet, held: ChatSet, subset: torch.Tens
             "how": "the frozen target answers each prompt (chat template, its default system prompt, greedy, "
             f"at most {opt.max_new} new tokens, batches of {opt.gen_batch}); its last hidden states are kept",
             "completion_tokens": meta.get("completion_tokens"),
-            "generation_tokens_per_s": meta.get("tokens_per_s_last_run"),
+            "generation_tokens_per_s": meta.get("tokens_per_s"),
             "generation_seconds": meta.get("seconds"),
             "train_answers": len(train),
             "train_completion_tokens": train.completion_tokens,

@@ -6,9 +6,9 @@ them in batches (left padding, transformers' KV cache, the model's own forward; 
 else sampled with a seed per batch) and saves each batch as ``<folder>/<tag>/<first>_<n>.pt`` (a list of
 ``{"prompt": ids, "completion": ids, "hidden": fp16 [len - 1, H]}``, the completion cut after EOS,
 ``hidden`` the target's last hidden state at every position it was fed: the heads' features,
-recorded while generating so no second pass over the text is needed). Prompts already answered (listed in
-the ``.idx`` file beside each batch) are skipped, so an interrupted run resumes where it stopped,
-even with another batch size; ``<folder>/<tag>/meta.json`` records the
+recorded while generating so no second pass over the text is needed). Prompts already answered
+(listed in the ``.idx`` file beside each batch; ``.sec`` holds its seconds) are skipped, so an
+interrupted run resumes where it stopped, even with another batch size; ``meta.json`` records the
 settings, token counts and tokens/s. ``load(folder, tags)`` returns every cached row. Why
 batched: generation is the slow part on a CPU, and one forward over
 many rows costs little more than over one (the step is memory-bound); the prompts are
@@ -111,6 +111,7 @@ def generate(
     made, t0 = 0, time.time()
     bar = tqdm(chunks, desc=f"target writes ({tag})", unit="batch", dynamic_ncols=True, mininterval=5.0)
     for chunk in bar:
+        t1 = time.time()
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32, local_files_only=True)
             model.eval()
@@ -122,6 +123,7 @@ def generate(
         tmp = out / f"{chunk[0]:04d}.tmp"
         torch.save(res, tmp)
         (out / f"{chunk[0]:04d}_{len(chunk)}.idx").write_text(name + "\n")  # counts once the .pt exists
+        (out / f"{chunk[0]:04d}_{len(chunk)}.sec").write_text(f"{time.time() - t1:.1f}\n")
         os.replace(tmp, out / f"{chunk[0]:04d}_{len(chunk)}.pt")
         bar.set_postfix(tok_s=f"{made / (time.time() - t0):.0f}", refresh=False)
     data = load(folder, [tag])
@@ -135,10 +137,9 @@ def generate(
         "prompt_tokens": sum(len(r["prompt"]) for r in data),
         "completion_tokens": sum(len(r["completion"]) for r in data),
     }
-    old = json.loads((out / "meta.json").read_text()) if (out / "meta.json").exists() else {}
-    secs = time.time() - t0
-    meta["tokens_per_s_last_run"] = round(made / secs, 1) if made else old.get("tokens_per_s_last_run")
-    meta["seconds"] = round(secs + old.get("seconds", 0)) if made else old.get("seconds")
+    secs = sum(float(f.read_text()) for f in out.glob("*.sec") if f.with_suffix(".pt").exists())
+    meta["seconds"] = round(secs)
+    meta["tokens_per_s"] = round(meta["completion_tokens"] / secs, 1) if secs else None
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
