@@ -58,16 +58,20 @@ def write_card(folder: Path, card: dict) -> None:
         os.chmod(p, 0o644)
 
 
-def _steps(opt, kind: str) -> int:
+def _steps(opt, kind: str) -> dict:
     path = opt.cache / kind / "state.pt"
-    return int(torch.load(path, weights_only=False)["step"]) if path.exists() else 0
+    if not path.exists():
+        return {}
+    st = torch.load(path, weights_only=False)
+    best = st.get("best") or {}
+    return {"train_steps_done": int(st["step"]), "kept_step": best.get("step"), "kept_validation_loss": best.get("val")}
 
 
 def _base(kind: str, module, opt, data: dict, secs: float) -> dict:
     return {
         "name": f"specdec {kind} for {opt.target.parent.name}",
         "parameters": param_count(module),
-        "train_steps_done": _steps(opt, kind),
+        **_steps(opt, kind),
         "train_seconds_last_run": round(secs),
         "options": json.loads(json.dumps(asdict(opt), default=str)),
         **data,

@@ -5,8 +5,9 @@ Contract: ``train_chat(kind, opt)`` (1) lets the frozen target answer the traini
 (``opt.prompts``, chat-templated, greedy; ``selfdistill.generate``, cached and resumable under
 ``<cache>/text``), (2) pads the answers and their hidden states into a ``ChatSet`` with every
 ``held_every``-th answer kept for validation, (3) trains the module with ``heads_train.fit``
-(checkpoint ``<cache>/<kind>/state.pt`` every ``ckpt_every`` steps; a re-run resumes; a run stops
-early, checkpointed, after ``max_minutes``), (4) measures validation accuracy and writes
+(checkpoint ``<cache>/<kind>/state.pt`` every ``ckpt_every`` steps, where the validation loss
+picks the weights kept: early stopping, the data being small; a re-run resumes; a run stops early,
+checkpointed, after ``max_minutes``), (4) measures validation accuracy and writes
 ``<out>/<kind>`` with ``card.json`` and ``README.md`` (``chat_export.py``). What is trained:
 - medusa: tied heads (``MedusaHeads(tied=True)``: W_k is the target's LM head, only the residual
   blocks are trained and shipped), tree chosen on validation answers;
@@ -45,7 +46,7 @@ class ChatOptions:
     batch: int = 512  # positions per step (medusa); eagle and draft: batch // 128 rows
     lr: float = 1e-3
     seed: int = 0
-    ckpt_every: int = 10
+    ckpt_every: int = 20  # also where the validation loss is checked (early stopping)
     max_minutes: float = 0.0  # 0 = no limit
     n_heads: int = 4
     nodes: int = 16
@@ -106,10 +107,17 @@ def make_draft(target, opt: ChatOptions):
     return draft, proj
 
 
-def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str) -> float:
+def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str, val_fn) -> float:
     t0 = time.time()
-    fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind)
+    fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind, val_fn)
     return time.time() - t0
+
+
+def _cut(rows):
+    """Held-out rows cut to the longest of them (as ``rows_batch`` cuts a training batch)."""
+    ids, hid, start, end = rows
+    T = int(end.max())
+    return ids[:, : T + 1], hid[:, :T], start, end
 
 
 def train_chat(kind: str, opt: ChatOptions) -> dict:
@@ -120,7 +128,8 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
     target = load_target(opt.target)
     eos = target.config.eos_token_id
     train, held = ChatSet.build(rows, eos, opt.held_every)
-    subset = vocab_subset(train.ids)
+    subset = vocab_subset(torch.cat([train.ids.flatten(), held.ids.flatten()]))
+    held_rows = held.ids[:12], held.hidden[:12].float(), held.start[:12], held.end[:12]
     data = X.data_card(opt, meta, train, held, subset)
     w_s = target.get_output_embeddings().weight[subset].detach()
     if kind == "medusa":
@@ -129,12 +138,15 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
         heads = MedusaHeads(target.config.hidden_size, target.config.vocab_size, opt.n_heads, tied=True)
         heads.tie(target.get_output_embeddings())
         h, lab = L.medusa_positions(train, opt.n_heads)
+        hv, lv = L.medusa_positions(held, opt.n_heads)
+        hv, lv = hv[:2000].float(), lv[:2000]
         secs = _fit(
             heads,
             lambda hb, lb: L.medusa_loss(heads, w_s, subset, hb, lb),
             lambda s: L.positions_batch(h, lab, s, opt.batch, opt.seed),
             opt,
             kind,
+            lambda: L.medusa_loss(heads, w_s, subset, hv, lv),
         )
         return X.export_medusa(heads, held, opt, data, secs)
     if kind == "eagle":
@@ -150,6 +162,7 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
             lambda s: L.rows_batch(train, s, max(1, opt.batch // 128), opt.seed),
             opt,
             kind,
+            lambda: L.eagle_loss(layer, embed, w_s, subset, *_cut(held_rows)),
         )
         return X.export_eagle(layer, target, held, opt, data, secs)
     if kind == "draft":
@@ -160,6 +173,7 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
             lambda s: L.rows_batch(train, s, max(1, opt.batch // 128), opt.seed),
             opt,
             kind,
+            lambda: L.draft_loss(draft, subset, proj, *_cut(held_rows)),
         )
         return X.export_draft(draft, target, held, opt, data, secs)
     raise ValueError(f"unknown kind {kind!r}: draft, medusa or eagle")

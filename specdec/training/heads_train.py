@@ -144,7 +144,23 @@ def eagle_loss(
     return total
 
 
-def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Path, desc: str) -> None:
+def _validate(module: torch.nn.Module, val_fn, step: int, best: dict | None, desc: str) -> dict | None:
+    """Early stopping: the validation loss now, and the best weights seen so far (by that loss)."""
+    if val_fn is None:
+        return best
+    module.eval()
+    with torch.no_grad():
+        v = float(val_fn())
+    module.train()
+    if best is None or v < best["val"]:
+        best = {"val": v, "step": step, "module": {k: t.detach().clone() for k, t in module.state_dict().items()}}
+    tqdm.write(f"{desc} step {step}: validation loss {v:.4f} (best {best['val']:.4f} at step {best['step']})")
+    return best
+
+
+def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Path, desc: str, val_fn=None) -> None:
+    """Train ``module``; with ``val_fn`` (a validation loss), checked at every checkpoint, the
+    module ends with the weights of the best checkpoint (early stopping, kept in the state)."""
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.pt"
     sched = Schedule(
@@ -156,12 +172,12 @@ def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Pat
         seed=opt.seed,
     )
     optim = make_optimizer(module, sched)
-    start = 0
+    start, best = 0, None
     if state_path.exists():
         st = torch.load(state_path, weights_only=False)
         module.load_state_dict(st["module"])
         optim.load_state_dict(st["optim"])
-        start = st["step"]
+        start, best = st["step"], st.get("best")
     module.train()
     limit = float(getattr(opt, "max_minutes", 0) or 0) * 60  # a wall-clock cap (0 = none)
     t0 = time.time()
@@ -185,10 +201,14 @@ def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Pat
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         late = limit > 0 and time.time() - t0 > limit
         if (step + 1) % opt.ckpt_every == 0 or step + 1 == opt.steps or late:
-            save_state(state_path, {"module": module.state_dict(), "optim": optim.state_dict(), "step": step + 1})
+            best = _validate(module, val_fn, step + 1, best, desc)
+            state = {"module": module.state_dict(), "optim": optim.state_dict(), "step": step + 1, "best": best}
+            save_state(state_path, state)
         if late:
             print(f"{desc}: stopped at step {step + 1} of {opt.steps} after {limit / 60:g} min (re-run resumes)")
             break
+    if best is not None:
+        module.load_state_dict(best["module"])
     module.eval()
 
 
