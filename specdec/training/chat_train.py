@@ -109,7 +109,8 @@ def make_draft(target, opt: ChatOptions):
 
 def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str, val_fn) -> float:
     t0 = time.time()
-    fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind, val_fn)
+    tag = f"{opt.n_prompts or 'all'}/{opt.held_every}"  # the validation answers: which prompts, which split
+    fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind, val_fn, tag)
     return time.time() - t0
 
 

@@ -144,21 +144,27 @@ def eagle_loss(
     return total
 
 
-def _validate(module: torch.nn.Module, val_fn, step: int, best: dict | None, desc: str) -> dict | None:
-    """Early stopping: the validation loss now, and the best weights seen so far (by that loss)."""
+def _validate(module: torch.nn.Module, val_fn, step: int, best: dict | None, desc: str, tag) -> dict | None:
+    """Early stopping: the validation loss now, and the best weights seen so far (by that loss on
+    the same validation data: ``tag`` names it, and a best from other data is forgotten)."""
     if val_fn is None:
         return best
+    if best is not None and best.get("tag") != tag:
+        best = None
     module.eval()
     with torch.no_grad():
         v = float(val_fn())
     module.train()
     if best is None or v < best["val"]:
-        best = {"val": v, "step": step, "module": {k: t.detach().clone() for k, t in module.state_dict().items()}}
+        state = {k: t.detach().clone() for k, t in module.state_dict().items()}
+        best = {"val": v, "step": step, "module": state, "tag": tag}
     tqdm.write(f"{desc} step {step}: validation loss {v:.4f} (best {best['val']:.4f} at step {best['step']})")
     return best
 
 
-def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Path, desc: str, val_fn=None) -> None:
+def fit(
+    module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Path, desc: str, val_fn=None, val_tag=None
+) -> None:
     """Train ``module``; with ``val_fn`` (a validation loss), checked at every checkpoint, the
     module ends with the weights of the best checkpoint (early stopping, kept in the state)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -201,13 +207,13 @@ def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Pat
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
         late = limit > 0 and time.time() - t0 > limit
         if (step + 1) % opt.ckpt_every == 0 or step + 1 == opt.steps or late:
-            best = _validate(module, val_fn, step + 1, best, desc)
+            best = _validate(module, val_fn, step + 1, best, desc, val_tag)
             state = {"module": module.state_dict(), "optim": optim.state_dict(), "step": step + 1, "best": best}
             save_state(state_path, state)
         if late:
             print(f"{desc}: stopped at step {step + 1} of {opt.steps} after {limit / 60:g} min (re-run resumes)")
             break
-    if best is not None:
+    if best is not None and best.get("tag") == val_tag:
         module.load_state_dict(best["module"])
     module.eval()
 
