@@ -3,8 +3,9 @@ held-out chat prompts, written into their model cards.
 
 Contract: ``measure(model, prompts, methods, max_new, limit)`` loads the engine for the catalogue
 entry (its draft and heads as ``specdec generate --model`` finds them), renders each held-out
-prompt through the chat template (``engine/chat.py``), decodes it at temperature 0 with ``none``
-and every method, and returns per method the engine's own counters summed over the prompts
+prompt through the chat template (``engine/chat.py``), decodes ``limit`` of them, evenly
+spaced in the file, at temperature 0 with ``none`` and every method, and returns per method the
+engine's own counters summed over the prompts
 (``Stats.total``: alpha_per_position, conditional alpha, tau), tokens/s (all tokens / all
 seconds) and how many prompts gave exactly ``none``'s tokens. ``write_cards(model, result)`` adds
 it as ``heldout_engine`` to ``assets/<model>/<kind>/card.json`` and its README. Run as
@@ -32,7 +33,8 @@ def measure(model: str, prompts: Path, methods: list[str], max_new: int = 96, li
 
     choice = resolve(model)
     engine = load_engine(choice.target, choice.draft, heads=choice.heads, calibration=None)
-    rows = read(prompts)[:limit]
+    rows = read(prompts)
+    rows = rows[:: max(1, len(rows) // limit)][:limit]  # spread over the file: every category
     texts = [render(engine.tokenizer, [{"role": "user", "content": r["prompt"]}]) for r in rows]
     out, ref = {}, None
     for method in ["none"] + [m for m in methods if m != "none"]:
