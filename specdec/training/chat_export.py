@@ -47,12 +47,28 @@ def data_card(opt, meta: dict, train: ChatSet, held: ChatSet, subset: torch.Tens
     }
 
 
+SECTIONS = (
+    ("data", "Data recipe (self-distillation)"),
+    ("heldout_engine", "Measured by the engine on held-out prompts (never trained on)"),
+    ("options", "Training settings"),
+)
+
+
+def _items(d: dict) -> list[str]:
+    return [f"- {k}: {json.dumps(v) if not isinstance(v, float) else f'{v:.4f}'}" for k, v in sorted(d.items())]
+
+
 def write_card(folder: Path, card: dict) -> None:
+    """card.json, and README.md: the description, training and validation figures, then the data
+    recipe, the engine's held-out measurement and every training option, one section each."""
     (folder / "card.json").write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
-    lines = [f"# {card.get('name', folder.name)}", "", card.get("description", ""), ""]
-    for k, v in sorted(card.items()):
-        if k not in ("name", "description"):
-            lines.append(f"- {k}: {json.dumps(v) if not isinstance(v, float) else f'{v:.4f}'}")
+    lines = [f"# {card.get('name', folder.name)}", "", card.get("description", "")]
+    lines += ["", "## Training and validation", ""]
+    rest = {k: v for k, v in card.items() if k not in ("name", "description") and k not in dict(SECTIONS)}
+    lines += _items(rest)
+    for key, title in SECTIONS:
+        if key in card:
+            lines += ["", f"## {title}", ""] + _items(card[key])
     (folder / "README.md").write_text("\n".join(lines) + "\n")
     for p in folder.iterdir():
         os.chmod(p, 0o644)
