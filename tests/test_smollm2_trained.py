@@ -8,6 +8,8 @@ tokens per method, one engine load.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +20,20 @@ MODEL = known.get("smollm2-135m")
 KINDS = ("draft", "medusa", "eagle")
 N_PROMPTS, MAX_NEW = 2, 24
 
+
+def _installed() -> Path | None:
+    """The converted folder: in the cache the suite uses, else in the user's default cache (the
+    suite's conftest points $SPECDEC_CACHE at a fresh folder unless the user set it)."""
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specdec" / "models"
+    for folder in (store.hf_dir(MODEL), home / MODEL.name / "hf"):
+        if (folder / "config.json").is_file():
+            return folder
+    return None
+
+
+TARGET = _installed()
 pytestmark = pytest.mark.skipif(
-    not store.installed(MODEL),
+    TARGET is None,
     reason="SmolLM2-135M-Instruct is not installed in the cache: run `specdec models fetch smollm2-135m`",
 )
 
@@ -28,11 +42,10 @@ pytestmark = pytest.mark.skipif(
 def engine():
     import torch
 
-    from specdec.catalog.resolve import resolve
     from specdec.engine.load import load_engine
 
-    choice = resolve("smollm2-135m")
-    return load_engine(choice.target, choice.draft, dtype=torch.float32, calibration=None, heads=choice.heads)
+    draft = MODEL.assets / "draft" if (MODEL.assets / "draft" / "config.json").is_file() else None
+    return load_engine(TARGET, draft, dtype=torch.float32, calibration=None, heads=MODEL.assets)
 
 
 @pytest.fixture(scope="module")
