@@ -94,8 +94,9 @@ With --model NAME (smollm2-135m): train that model's draft, medusa or eagle by s
 the target answers assets/prompts/train/train.jsonl (chat template, greedy; cached and resumable
 in --cache/NAME/text), then the module trains on those answers and their hidden states into the
 model's assets folder (assets/smollm2-135m/{draft,medusa,eagle}). On this project's 2-core CPU
-(shared) the answers took about 25 minutes (~20 tokens/s), and each module about 15-25 minutes
-(--max-minutes caps it; re-running resumes from the checkpoint). docs/training.md has figures.
+the target wrote 117 tokens/s when the machine was idle (all 480 answers, ~64k tokens: ~10 min)
+and 5-9 tokens/s when shared; a module trains in 10-20 minutes (1-4 s a step; --max-minutes
+caps it; re-running resumes from the checkpoint). docs/training.md has the figures.
 Heads read the base training's token arrays from --work (re-encoding the corpus when they are
 absent), keep features and resumable checkpoints in --cache, and write assets/medusa or
 assets/eagle (fp16 safetensors, config.json, card.json, README.md; Medusa also tree.json).
