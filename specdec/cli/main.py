@@ -106,53 +106,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    if args.what in ("medusa", "eagle"):
-        from specdec.training.heads_train import HeadsOptions, train_eagle, train_medusa
-
-        opt = HeadsOptions(
-            out=args.out,
-            work=args.work,
-            cache=args.cache,
-            target=args.target or args.out / "target",
-            steps=args.steps or 3000,
-            batch=args.batch,
-            nodes=args.nodes,
-            n_heads=args.n_heads,
-            node_cost=args.node_cost,
-            head_cost=args.head_cost,
-            lr=args.lr,
-            corpus_windows=args.corpus_windows,
-            greedy_windows=args.greedy_windows,
-        )
-        (train_medusa if args.what == "medusa" else train_eagle)(opt)
-        return 0
-    from specdec.training.run import TrainOptions, train_all
-
-    opt = TrainOptions(
-        out=args.out,
-        work=args.work,
-        steps=args.steps or 2600,
-        distill_steps=args.distill_steps,
-        greedy_steps=args.greedy_steps,
-        compile=not args.no_compile,
-        vocab_size=args.vocab_size,
-    )
-    train_all(opt)
-    return 0
-
-
-TRAIN_EPILOG = """what:
-  models   tokenizer, target and distilled draft (the default; docs/training.md says how long it took)
-  medusa   Medusa heads on the frozen target, self-distilled on its own greedy continuations and
-           distributions; picks the candidate tree from held-out per-head top-k accuracy
-  eagle    the EAGLE draft layer (target feature + next-token embedding -> next feature)
-Heads read the base training's token arrays from --work (re-encoding the corpus when they are
-absent), keep features and resumable checkpoints in --cache, and write assets/medusa or
-assets/eagle (fp16 safetensors, config.json, card.json, README.md; Medusa also tree.json).
-"""
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="specdec",
@@ -206,90 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     from specdec.cli.bench_args import add_bench_parser
 
     add_bench_parser(sub).set_defaults(func=cmd_bench)
-    t = sub.add_parser(
-        "train",
-        help="re-train the shipped models or draft heads (resumable)",
-        description="Re-train the shipped models (tokenizer, target, draft) or the draft heads "
-        "(Medusa, EAGLE) on the frozen target. Every stage is resumable.",
-        epilog=TRAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    t.add_argument(
-        "what",
-        nargs="?",
-        default="models",
-        choices=["models", "medusa", "eagle"],
-        help="what to train (default: models)",
-    )
-    t.add_argument("--out", type=Path, default=Path("assets"), help="where the model folders go (default: assets)")
-    t.add_argument(
-        "--work",
-        type=Path,
-        default=Path(".cache/specdec-train"),
-        help="checkpoints and token arrays of the base training (heads read its token arrays)",
-    )
-    t.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="models: target+draft steps of 8 x 512 tokens (default 2600); heads: optimiser steps "
-        "of --batch positions (default 3000)",
-    )
-    t.add_argument(
-        "--distill-steps",
-        type=int,
-        default=3400,
-        help="models: extra draft-only distillation steps of 8 x 512 tokens (default 3400)",
-    )
-    t.add_argument(
-        "--greedy-steps",
-        type=int,
-        default=400,
-        help="models: then fine-tune the draft on the target's own greedy continuations for this "
-        "many steps of 8 x 256 tokens (default 400; 0 skips)",
-    )
-    t.add_argument("--vocab-size", type=int, default=4096, help="models: tokenizer vocabulary")
-    t.add_argument("--no-compile", action="store_true", help="models: skip torch.compile (slower, starts faster)")
-    h = t.add_argument_group("draft heads (medusa, eagle)")
-    h.add_argument("--target", type=Path, default=None, help="the frozen target (default: OUT/target)")
-    h.add_argument(
-        "--cache",
-        type=Path,
-        default=Path(".cache/specdec-heads"),
-        help="target features and resumable head checkpoints (default: .cache/specdec-heads)",
-    )
-    h.add_argument("--batch", type=int, default=1024, help="heads: token positions per step (default 1024)")
-    h.add_argument("--lr", type=float, default=1e-3, help="heads: peak learning rate (default 1e-3)")
-    h.add_argument(
-        "--corpus-windows",
-        type=int,
-        default=3072,
-        help="heads: training windows of 256 corpus tokens labelled by the target (default 3072)",
-    )
-    h.add_argument(
-        "--greedy-windows",
-        type=int,
-        default=768,
-        help="heads: training windows of 128 corpus tokens + 128 of the target's greedy continuation (default 768)",
-    )
-    h.add_argument("--n-heads", type=int, default=4, help="medusa: number of heads (default 4)")
-    h.add_argument("--nodes", type=int, default=24, help="medusa: node budget of the candidate tree (default 24)")
-    h.add_argument(
-        "--node-cost",
-        type=float,
-        default=0.03,
-        help="medusa: extra verification cost of one more tree node relative to a decoding step "
-        "(default 0.03; measure yours as docs/heads.md shows; 0 = nodes are free)",
-    )
-    h.add_argument(
-        "--head-cost",
-        type=float,
-        default=0.065,
-        help="medusa: cost of computing one more head relative to a decoding step (default "
-        "0.065). The tree is cut where the predicted speedup (1 + E[accepted]) / (1 + node "
-        "cost x nodes + head cost x depth) peaks; both 0 = always use the whole --nodes budget",
-    )
-    t.set_defaults(func=cmd_train)
+    from specdec.cli.train import add_train_parser
+
+    add_train_parser(sub)
     for name, module, help_text in FRONT_ENDS:
         _add_front_end(sub, name, module, help_text)
     return p

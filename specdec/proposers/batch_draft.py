@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 
 import torch
-import torch.nn.functional as F
 
 from specdec.core.sampling import sample, to_probs
 from specdec.core.seq import common_prefix
@@ -132,10 +131,10 @@ class BatchDraft:
 @torch.inference_mode()
 def medusa_propose(medusa, pairs: list) -> list[Draft]:
     """``pairs``: (n nodes, hidden [H]) per row, n >= 1; Medusa's tree per row, heads batched."""
-    w = medusa.heads.proj[0].weight
+    w = medusa.heads.projections[0].weight
     h = torch.stack([hid.to(device=w.device, dtype=w.dtype) for _, hid in pairs])  # [R, H]
     deepest = max(int(medusa.depth[:n].max()) + 1 for n, _ in pairs)
-    logits = torch.stack([proj(h + F.silu(block(h))) for block, proj in medusa._pairs[:deepest]], 1)  # [R, K, V]
+    logits = medusa.head_logits(h, deepest)  # [R, K, V]
     if medusa.vocab:
         logits = logits[..., : medusa.vocab]
     top = logits.topk(medusa.top, dim=-1).indices.cpu()  # [R, K, top]

@@ -3,8 +3,9 @@
 Contract: ``train_medusa(opt)`` / ``train_eagle(opt)`` build (or reuse) the shared feature sets
 (``heads_prep``), train from a resumable checkpoint ``<cache>/<kind>/state.pt`` (saved every
 ``ckpt_every`` steps; batches are drawn by an RNG seeded with the step, so a resumed run sees the
-same data), measure held-out accuracy per head / per depth and write an fp16 folder
-``<out>/<kind>`` with ``card.json`` and ``README.md``. Medusa also chooses its candidate tree from
+same data; ``opt.max_minutes``, where set, stops it early, checkpointed), measure held-out
+accuracy per head / per depth and write an fp16 folder ``<out>/<kind>`` with ``card.json`` and
+``README.md``. Medusa also chooses its candidate tree from
 the measured per-head top-k accuracies (``paths.best_tree``) and stores it as ``tree.json``.
 
 Losses (the target is frozen; p_j = softmax(target LM head(h_j)), the target's own distribution):
@@ -143,7 +144,29 @@ def eagle_loss(
     return total
 
 
-def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Path, desc: str) -> None:
+def _validate(module: torch.nn.Module, val_fn, step: int, best: dict | None, desc: str, tag) -> dict | None:
+    """Early stopping: the validation loss now, and the best weights seen so far (by that loss on
+    the same validation data: ``tag`` names it, and a best from other data is forgotten)."""
+    if val_fn is None:
+        return best
+    if best is not None and best.get("tag") != tag:
+        best = None
+    module.eval()
+    with torch.no_grad():
+        v = float(val_fn())
+    module.train()
+    if best is None or v < best["val"]:
+        state = {k: t.detach().clone() for k, t in module.state_dict().items()}
+        best = {"val": v, "step": step, "module": state, "tag": tag}
+    tqdm.write(f"{desc} step {step}: validation loss {v:.4f} (best {best['val']:.4f} at step {best['step']})")
+    return best
+
+
+def fit(
+    module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Path, desc: str, val_fn=None, val_tag=None
+) -> None:
+    """Train ``module``; with ``val_fn`` (a validation loss), checked at every checkpoint, the
+    module ends with the weights of the best checkpoint (early stopping, kept in the state)."""
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.pt"
     sched = Schedule(
@@ -155,13 +178,15 @@ def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Pat
         seed=opt.seed,
     )
     optim = make_optimizer(module, sched)
-    start = 0
+    start, best = 0, None
     if state_path.exists():
         st = torch.load(state_path, weights_only=False)
         module.load_state_dict(st["module"])
         optim.load_state_dict(st["optim"])
-        start = st["step"]
+        start, best = st["step"], st.get("best")
     module.train()
+    limit = float(getattr(opt, "max_minutes", 0) or 0) * 60  # a wall-clock cap (0 = none)
+    t0 = time.time()
     bar = tqdm(
         range(start, opt.steps),
         initial=start,
@@ -180,8 +205,16 @@ def fit(module: torch.nn.Module, loss_fn, batch_fn, opt: HeadsOptions, work: Pat
         optim.step()
         optim.zero_grad(set_to_none=True)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-        if (step + 1) % opt.ckpt_every == 0 or step + 1 == opt.steps:
-            save_state(state_path, {"module": module.state_dict(), "optim": optim.state_dict(), "step": step + 1})
+        late = limit > 0 and time.time() - t0 > limit
+        if (step + 1) % opt.ckpt_every == 0 or step + 1 == opt.steps or late:
+            best = _validate(module, val_fn, step + 1, best, desc, val_tag)
+            state = {"module": module.state_dict(), "optim": optim.state_dict(), "step": step + 1, "best": best}
+            save_state(state_path, state)
+        if late:
+            print(f"{desc}: stopped at step {step + 1} of {opt.steps} after {limit / 60:g} min (re-run resumes)")
+            break
+    if best is not None and best.get("tag") == val_tag:
+        module.load_state_dict(best["module"])
     module.eval()
 
 

@@ -40,7 +40,12 @@ class Medusa:
     def __init__(self, heads: MedusaHeads, paths: Sequence[Sequence[int]], vocab: int | None = None) -> None:
         self.heads = heads.eval()
         # decoding reads snapshots of the weights, each linear on its cheaper path (packed.Linear)
-        self._pairs = [(P.Linear(b.weight, b.bias), P.Linear(p.weight)) for b, p in zip(heads.block, heads.proj)]
+        packed: dict[int, P.Linear] = {}  # tied heads share one packed LM head
+        self._pairs = [
+            (P.Linear(b.weight, b.bias), packed.setdefault(id(p), P.Linear(p.weight)))
+            for b, p in zip(heads.block, heads.projections)
+        ]
+        self.tied = heads.proj is None  # one LM-head product for every head's row
         self.vocab = vocab
         self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
         self.set_paths(paths)
@@ -67,7 +72,7 @@ class Medusa:
     @property
     def precisions(self) -> tuple[str, ...]:
         """The heads' weight precisions here (``lowp.py``; the draft is deterministic, so any is exact)."""
-        return lowp.precisions(self.heads.proj[0].weight)
+        return lowp.precisions(self.heads.projections[0].weight)
 
     def set_precision(self, precision: str, keep: bool = False) -> None:
         lowp.set_all(self._pairs, precision, keep)
@@ -88,14 +93,21 @@ class Medusa:
         self.fallback.drafted(draft.n)
         return draft
 
+    def head_logits(self, h: torch.Tensor, deepest: int) -> torch.Tensor:
+        """Heads 1..deepest on h [..., H] -> [..., deepest, V]; tied heads in one LM-head product."""
+        pairs = self._pairs[:deepest]
+        if self.tied:
+            return pairs[0][1](torch.stack([h + F.silu(block(h)) for block, _ in pairs], -2))
+        return torch.stack([proj(h + F.silu(block(h))) for block, proj in pairs], -2)
+
     def _tree(self, ctx: Context) -> Draft:
         n = min(self.n_nodes, ctx.budget, ctx.k_max or self.n_nodes)
         if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step
-        w = self.heads.proj[0].weight
+        w = self.heads.projections[0].weight
         deepest = int(self.depth[:n].max()) + 1  # only the heads the (cut) tree reaches
         h = ctx.hidden[-1].to(device=w.device, dtype=w.dtype)
-        logits = torch.stack([proj(h + F.silu(block(h))) for block, proj in self._pairs[:deepest]])  # [deepest, V]
+        logits = self.head_logits(h, deepest)  # [deepest, V]
         if self.vocab:
             logits = logits[:, : self.vocab]
         top = logits.topk(self.top, dim=-1).indices.cpu()  # [K, R]
