@@ -52,9 +52,17 @@ def smol_refs():
 
 
 def methods() -> list[str]:
+    """none, lookup and what was trained here and maps onto vLLM (tied Medusa heads do not yet:
+    specdec/export/vllm.py says so in the manifest)."""
+    import json
+
     folders = export_folders(resolve("smollm2-135m"))
-    trained = [m for m in ("draft", "medusa", "eagle") if folders[m] and (Path(folders[m]) / "config.json").is_file()]
-    return ["none", "lookup", *trained]
+    out = ["none", "lookup"]
+    for m in ("draft", "medusa", "eagle"):
+        config = Path(folders[m]) / "config.json" if folders[m] else None
+        if config is not None and config.is_file() and not json.loads(config.read_text()).get("tied"):
+            out.append(m)
+    return out
 
 
 @pytest.mark.parametrize("method", methods())

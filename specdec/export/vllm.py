@@ -19,6 +19,11 @@ from pathlib import Path
 
 from specdec.export.vllm_maps import ExportError, convert
 
+
+class Unsupported(ExportError):
+    """A folder this export cannot map yet: skipped (and said so in the manifest), the rest written."""
+
+
 EAGLE_ARCH = "EagleSpecdecLlamaForCausalLM"  # registered by vllm_plugin (starts with "Eagle": kept as is by vLLM)
 HF_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
@@ -70,6 +75,10 @@ def export_model(src: Path, dst: Path) -> None:
 
 def export_medusa(src: Path, dst: Path) -> None:
     config, tensors = _read(src)
+    if config.get("tied"):
+        raise Unsupported(
+            f"{src}: tied Medusa heads (each head's LM head is the target's) have no vLLM MedusaModel form yet"
+        )
     out = convert("medusa", config, tensors, str(src))
     vconfig = {
         "model_type": "medusa",
@@ -141,7 +150,11 @@ def export(out: Path, assets: Path | dict) -> dict:
         if not (src / "model.safetensors").exists() and not any(src.glob("model*.safetensors")):
             manifest["skipped"][name] = f"{src} has no model.safetensors"
             continue
-        job(src, out / name)
+        try:
+            job(src, out / name)
+        except Unsupported as e:
+            manifest["skipped"][name] = str(e)
+            continue
         manifest["folders"][name] = str((out / name).resolve())
     manifest["plugin"] = {"eagle_architecture": EAGLE_ARCH, "package": "vllm_plugin (specdec-vllm-plugin)"}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
