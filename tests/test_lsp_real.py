@@ -34,4 +34,6 @@ async def test_a_completion_on_qwen_fills_the_middle(client: LanguageClient):
     )
     texts = [i.insert_text for i in got.items]
     assert texts and texts[0].startswith("'red', 'green', 'blue'"), texts
-    assert "]" not in texts[0]  # the auto-paired bracket after the cursor is not doubled
+    item = got.items[0]
+    if "]" in texts[0]:  # type-over: the item's edit replaces the auto-paired "]" (docs/lsp.md), never doubles it
+        assert item.text_edit.range.end.character == col + 1 and item.text_edit.new_text.count("]") == 1

@@ -229,14 +229,14 @@ def build_demo(backend) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):
                 _generate_tab(h, prompt, settings, session)
-            with gr.Tab("Chat", id="chat"):
-                chat_tab(backend, info, settings, session, GENERATE)
             with gr.Tab("Step through", id="step"):
                 step_tab(backend, prompt, settings, session, GENERATE)
             with gr.Tab("Race", id="race"):
                 _race_tab(h, prompt, settings, session)
             with gr.Tab("Teach", id="teach") as teach:
                 a, k, c, figure, numbers = _teach_tab(h, session, info)
+            with gr.Tab("Chat", id="chat"):  # last: on a phone the first four stay in the tab bar
+                chat_tab(backend, info, settings, session, GENERATE)
         teach.select(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
         demo.load(h.theory, [a, k, c, session], [figure, numbers], api_visibility="private")
         gr.api(h.api_generate, api_name="generate", **GENERATE)
