@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from vllm_helpers import K, Servers, need_venv
+from vllm_helpers import K, Servers, free_port, need_venv
 
 from specdec.catalog.resolve import export_folders, resolve
 from specdec.core.config import GenerateSpec
@@ -27,7 +27,8 @@ QUESTIONS = ["Explain in a short paragraph why the sky is blue.", "List three us
 def smol_servers():
     need_venv()
     out = Path(tempfile.mkdtemp(prefix="specdec-vllm-smol-"))
-    servers = Servers(export(out, export_folders(resolve("smollm2-135m")))["folders"], out)
+    # its own EAGLE port: the tiny models' session-wide vLLM servers may still hold EAGLE_PORT
+    servers = Servers(export(out, export_folders(resolve("smollm2-135m")))["folders"], out, eagle_port=free_port())
     yield servers
     servers.stop()
     shutil.rmtree(out / "target", ignore_errors=True)
@@ -65,15 +66,7 @@ def methods() -> list[str]:
     return out
 
 
-KNOWN = {  # measured, not hidden: strict, so the test fails the day it passes
-    "eagle": "vLLM 0.32 on the exported SmolLM2 EAGLE layer: 'Token id ... is out of vocabulary' (2026-12-03)",
-}
-
-
-@pytest.mark.parametrize(
-    "method",
-    [pytest.param(m, marks=pytest.mark.xfail(reason=KNOWN[m], strict=True)) if m in KNOWN else m for m in methods()],
-)
+@pytest.mark.parametrize("method", methods())
 def test_vllm_on_smollm2_gives_transformers_greedy_tokens(smol_servers, smol_refs, method) -> None:
     remote = RemoteBackend(smol_servers.url(method), resolve("smollm2-135m").target).wait_ready()
     assert remote.methods == (method,)

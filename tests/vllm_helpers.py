@@ -36,14 +36,17 @@ def need_venv():
 
 
 class Servers:
-    def __init__(self, folders: dict, logs) -> None:
+    def __init__(self, folders: dict, logs, eagle_port: int | None = None) -> None:
+        """``eagle_port``: where the EAGLE server listens (default EAGLE_PORT, which the LSP fixture
+        needs in advance; another set of servers in the same session must use another port)."""
         self.folders, self.logs = folders, logs
+        self.eagle_port = eagle_port or EAGLE_PORT
         self.method, self.server = None, None
 
     def url(self, method: str) -> str:
         if self.method != method:
             self.stop()
-            port = EAGLE_PORT if method == "eagle" else free_port()
+            port = self.eagle_port if method == "eagle" else free_port()
             argv = server_argv(need_venv(), self.folders, method, K, port=port)
             self.server = VllmServer(argv, server_env(), self.logs / f"vllm-{method}.log", "127.0.0.1", port)
             self.server.start(timeout=900)
