@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
+from test_distribution import chi2_pvalue
 
 from specdec.core.config import GenerateSpec, SamplingParams
 from specdec.core.sampling import to_probs
@@ -82,17 +82,8 @@ def test_lookup_first_token_is_distributed_as_p_on_the_real_model(smol):
         counts[first.token_id] += 1
         kinds[first.kind] = kinds.get(first.kind, 0) + 1
     assert kinds.get("accepted", 0) > 20 and kinds.get("recovered", 0) > 20, kinds  # both branches ran
-    assert _pvalue(counts, p, trials) > 1e-3
+    assert chi2_pvalue(counts, p, trials) > 1e-3
     # teeth: an accept-everything verifier emits lookup's copy every time, which p rejects
     copy = np.zeros_like(p)
     copy[int(np.argmax(counts))] = trials
-    assert _pvalue(copy, p, trials) < 1e-3
-
-
-def _pvalue(counts: np.ndarray, p: np.ndarray, n: int) -> float:
-    expected = p * n
-    big = expected >= 5
-    obs = np.append(counts[big], counts[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    keep = exp > 0
-    return float(chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue)
+    assert chi2_pvalue(copy, p, trials) < 1e-3
