@@ -6,11 +6,14 @@ Contract: ``run_bench(engine, prompts, rows, ...)`` runs each row (``none``, ``d
 the order rotating by one from prompt to prompt), after ``warmup`` untimed rounds, and returns the
 JSON-ready dict documented in docs/bench.md. Given ``categories`` (one per prompt), every row also
 carries its figures per category (``row["categories"][cat]``, specdec/bench/categories.py) and
-``fastest_plain["categories"]`` each category's baseline. ``main(args)`` is the CLI: it reads the
-prompts (a file, a folder or a set name, ``--categories``, ``--limit`` per category;
-specdec/bench/prompts.py), loads the models, renders conversations through the model's chat
-template, prints the table (and the per-category one) and optionally writes the JSON. Unusable
-prompts raise ``PromptFileError`` (a ``ConfigError``, re-exported here) naming the file and line.
+``fastest_plain["categories"]`` each category's baseline. Given ``llamacpp`` (a callable from
+specdec/bench/llamacpp.py), llama.cpp's rows run after ours, on the same token ids, and land in
+``result["llamacpp"]`` with the same figures (speedups against our ``none``) and their agreement.
+``main(args)`` is the CLI: it reads the prompts (a file, a folder or a set name, ``--categories``,
+``--limit`` per category; specdec/bench/prompts.py), loads the models, renders conversations
+through the model's chat template, prints the table (and the per-category one) and optionally
+writes the JSON. Unusable prompts raise ``PromptFileError`` (a ``ConfigError``, re-exported here)
+naming the file and line.
 
 Metrics and the cost model: ``specdec/bench/metrics.py`` (its docstring defines every figure).
 """
@@ -26,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 from specdec.bench.categories import category_figures
+from specdec.bench.llamacpp import figures as llamacpp_figures
 from specdec.bench.metrics import cost_model, fastest_plain, throughput
 from specdec.bench.prompts import PromptFileError, load_items, load_prompts  # noqa: F401 (re-exported)
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
@@ -89,6 +93,7 @@ def run_bench(
     hf_lookup_tokens: int = 10,
     progress: bool = True,
     categories: list[str] | None = None,
+    llamacpp=None,
 ) -> dict:
     from tqdm import tqdm
 
@@ -149,6 +154,7 @@ def run_bench(
             turn += 1
     bar.close()
     base = [reps[0][0] for reps in runs["none"]]
+    lc_rows, lc_config = llamacpp(prompts, ids, max_new_tokens, repeats) if llamacpp else ({}, None)
     none_steps = [ev for reps in runs["none"] for _, _, res in reps for ev in res.events]
     target_ms = _median([ev.timings_ms["score"] for ev in none_steps if ev.draft_size == 0])
     summary = {name: throughput(runs[name], runs["none"], base) for name in names}
@@ -158,12 +164,14 @@ def run_bench(
         d.update(cost_model(r, runs[r.name], target_ms), k=r.k)
         methods[r.name] = d
     hf_out = {name: dict(summary[name], settings=settings) for name, (_, settings) in hf.items()}
+    lc_out = llamacpp_figures(lc_rows, runs["none"], base) if lc_rows else {}
     fastest = fastest_plain(methods, hf_out)
-    for d in list(methods.values()) + list(hf_out.values()):
+    for d in list(methods.values()) + list(hf_out.values()) + list(lc_out.values()):
         d["speedup_vs_fastest_plain"] = _ratio(d["tokens_per_s"], fastest["tokens_per_s"])
     if categories is not None:
+        runs.update({name: r for name, (r, _) in lc_rows.items()})
         per_row, fastest["categories"] = category_figures(runs, base, categories, {r.name for r in rows})
-        for name, d in {**methods, **hf_out}.items():
+        for name, d in {**methods, **hf_out, **lc_out}.items():
             d["categories"] = per_row[name]
     target = engine.target.model
     config = {
@@ -181,6 +189,7 @@ def run_bench(
         "rows": [r.name for r in rows] + list(hf),
         "interleaved": True,
         "compare_hf": compare_hf,
+        "llamacpp": lc_config,
         "machine": _machine(),
     }
     if categories is not None:
@@ -188,7 +197,8 @@ def run_bench(
     cal = getattr(engine, "calibration", None)
     if cal is not None:
         config["calibration"] = cal.to_dict()
-    return {"config": config, "methods": methods, "hf": hf_out, "fastest_plain": fastest}
+    out = {"config": config, "methods": methods, "hf": hf_out, "fastest_plain": fastest}
+    return out | ({"llamacpp": lc_out} if llamacpp else {})
 
 
 def main(args) -> int:
@@ -222,6 +232,15 @@ def main(args) -> int:
     bench_args = (engine, prompts, rows, args.max_new_tokens, args.warmup, args.compare_hf, args.repeats)
     hf_args = (args.hf_assistant_tokens, args.hf_lookup_tokens)
     opts = {"progress": not args.no_progress, "categories": cats}
+    if getattr(args, "compare_llamacpp", False):  # built and checked before our rows run
+        from specdec.bench.llamacpp import LlamaCppError, runner_for
+        from specdec.bench.llamacpp_build import BuildError
+
+        try:
+            opts["llamacpp"] = runner_for(engine, args.target)
+        except (LlamaCppError, BuildError) as e:
+            print(f"specdec bench: error: {e}", file=sys.stderr)
+            return 2
     if getattr(args, "contention", False):
         from specdec.bench.contention import busy, running
 

@@ -1,5 +1,6 @@
 """The text tables ``specdec bench`` prints: ``format_table(result)`` from the JSON-ready result of
-``specdec.bench.run.run_bench`` (columns defined in ``specdec/cli/bench_args.py``'s description and docs/bench.md),
+``specdec.bench.run.run_bench`` (columns defined in ``specdec/cli/bench_args.py``'s description and docs/bench.md;
+llama.cpp's rows last, with their agreement below),
 and ``format_categories(result)``, one line per (category, row) from the rows' ``categories``
 (specdec/bench/categories.py), each category's speedups against its own fastest plain decoding.
 """
@@ -26,7 +27,7 @@ def format_table(result: dict) -> str:
         "identical",
     ]
     lines = []
-    for name, d in list(result["methods"].items()) + list(result["hf"].items()):
+    for name, d in list(result["methods"].items()) + list(result["hf"].items()) + list(_lc(result).items()):
         alphas = " ".join(_f(a, ".2f") for a in (d.get("alpha_per_position") or [])[:4])
         lines.append(
             [
@@ -68,7 +69,30 @@ def format_table(result: dict) -> str:
                     f"    tree: {_f(d['tree_nodes'], '.1f')} nodes per step, acceptance per depth "
                     f"(accepted | depth reached) {rates or '-'}"
                 )
+    out += _llamacpp_lines(result)
     return "\n".join(out)
+
+
+def _lc(result: dict) -> dict:
+    return result.get("llamacpp") or {}
+
+
+def _llamacpp_lines(result: dict) -> list[str]:
+    """Per llama.cpp row: its greedy agreement with `none` and its drafts (docs/bench.md)."""
+    rows, cfg = _lc(result), result["config"].get("llamacpp") or {}
+    if not rows:
+        return []
+    out = [
+        f"\nllama.cpp rows: llama-server on {cfg.get('gguf')}, {cfg.get('threads')} threads, the same token ids "
+        f"(tokenized alike from the text: {cfg.get('tokenize_agrees', '-')}/{result['config']['n_prompts']})"
+    ]
+    for name, d in rows.items():
+        out.append(
+            f"  {name}: agreement with none {d['identical']}/{d['n_prompts']} identical, mean common prefix "
+            f"{_f(d['mean_common_prefix'], '.1f')} of {_f(d['mean_base_len'], '.1f')} tokens; "
+            f"drafted {d['drafted']}, accepted {d['accepted']}"
+        )
+    return out
 
 
 def _aligned(head: list[str], lines: list[list[str]], left: tuple[int, ...]) -> list[str]:
@@ -80,7 +104,7 @@ def _aligned(head: list[str], lines: list[list[str]], left: tuple[int, ...]) -> 
 def format_categories(result: dict) -> str:
     """Per category, every row: median tok/s, speedup against the category's fastest plain
     decoding, tau, alpha, identical. Empty when the rows carry no categories."""
-    rows = {**result["methods"], **result["hf"]}
+    rows = {**result["methods"], **result["hf"], **_lc(result)}
     fastest = (result.get("fastest_plain") or {}).get("categories") or {}
     head = ["category", "row", "tok/s med", "tok/s agg", "vs fastest", "tau", "alpha", "identical"]
     lines = []

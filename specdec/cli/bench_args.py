@@ -52,6 +52,7 @@ examples:
   specdec bench --prompts heldout --categories chat,rag  # the held-out set, two categories
   specdec bench --methods none,draft --k 1,2,4,auto  # one row per k: draft@k=1, draft@k=2, ...
   specdec bench --compare-hf --json bench-out/cpu.json
+  specdec bench --model smollm2-135m --compare-llamacpp  # llama.cpp's server on the same GGUF and prompts
   specdec bench --target DIR --draft DIR --device cuda --dtype bfloat16
 
 With --compare-hf three more rows run interleaved with ours, on the same model objects:
@@ -186,6 +187,14 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         metavar="LIST",
         help="with --concurrency: also run these methods (e.g. none,draft) through vLLM's own server from its "
         "venv at every level (specdec/bench/vllm_rows.py; about a minute of start-up per method)",
+    )
+    h.add_argument(
+        "--compare-llamacpp",
+        action="store_true",
+        help="after our rows, also run llama.cpp's llama-server on the model's GGUF file, on the same token ids: "
+        "llamacpp (plain), llamacpp-ngram-simple, llamacpp-ngram-mod, with their greedy agreement with `none` "
+        "(builds llama.cpp once into the cache, about 15 minutes on 2 cores; specdec llamacpp build; "
+        "$SPECDEC_LLAMACPP names another llama-server; docs/bench.md)",
     )
     h.add_argument(
         "--hf-assistant-tokens",
