@@ -13,6 +13,7 @@ import tempfile
 import pytest
 import torch
 
+from specdec.bench.llamacpp_build import root as llamacpp_root
 from specdec.catalog.store import models_root
 from specdec.models.loading import ASSETS, DEFAULT_DRAFT, DEFAULT_TARGET
 
@@ -21,6 +22,8 @@ torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 # tiny shipped one here, so tests that want SmolLM2 say --model smollm2-135m
 os.environ.setdefault("SPECDEC_MODELS", str(models_root()))
 os.environ.setdefault("SPECDEC_MODEL", "tiny")
+# so does llama.cpp's build (specdec/bench/llamacpp_build.py: 15 minutes, once per machine)
+os.environ.setdefault("SPECDEC_LLAMACPP_ROOT", str(llamacpp_root()))
 # calibration caches its timings per machine (specdec/fast/calibrate.py): the suite keeps its own, fresh
 os.environ.setdefault("SPECDEC_CACHE", tempfile.mkdtemp(prefix="specdec-test-cache-"))
 

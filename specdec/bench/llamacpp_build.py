@@ -1,13 +1,14 @@
 """Building llama.cpp's ``llama-server`` once, from the package registry's sources, cached.
 
 Contract: ``server_binary()`` returns a runnable ``llama-server``: ``$SPECDEC_LLAMACPP`` when set
-(any build of it, used as is), else the cached build under ``cache_dir()/llama.cpp/<VERSION>/<cpu>/``,
-building it first when it is not there (``ensure_built``). The sources are the sdist of
-``llama-cpp-python==VERSION``, which vendors llama.cpp under ``vendor/llama.cpp``; pip fetches it
-(``pip download --no-binary llama-cpp-python``) from the same registry the project installs from. Each stage
-lands in a ``.partial`` path and is renamed when complete, so an interrupted build resumes where it
-stopped (cmake's build folder is kept until the binary is in place) and a half-built folder is never
-taken for a build. ``BuildError`` names what is missing (cmake, a C++ compiler, pip's download).
+(any build of it, used as is), else the cached build under ``root()/<VERSION>/<cpu>/`` (``root()``
+is ``$SPECDEC_LLAMACPP_ROOT``, else ``cache_dir()/llama.cpp``), building it first when it is not
+there (``ensure_built``). The sources are the sdist of ``llama-cpp-python==VERSION``, which vendors
+llama.cpp under ``vendor/llama.cpp``; pip fetches it (``pip download --no-binary llama-cpp-python``)
+from the same registry the project installs from. Each stage lands in a ``.partial`` path and is
+renamed when complete, so an interrupted build resumes where it stopped (cmake's build folder is
+kept until the binary is in place) and a half-built folder is never taken for a build.
+``BuildError`` names what is missing (cmake, a C++ compiler, pip's download).
 
 Why built here: llama.cpp is not in Debian 12 and the registry has no wheel with the server binary.
 Why ``GGML_NATIVE`` and a per-CPU folder: llama.cpp is fastest built for the machine it runs on, and
@@ -67,8 +68,15 @@ def cpu_tag() -> str:
     return f"{platform.machine()}-{hashlib.sha256(flags.encode()).hexdigest()[:10]}"
 
 
+def root() -> Path:
+    """``$SPECDEC_LLAMACPP_ROOT``, else ``cache_dir()/llama.cpp`` (the test suite keeps a fresh cache
+    but this build, as it keeps the installed models)."""
+    env = os.environ.get("SPECDEC_LLAMACPP_ROOT")
+    return Path(env) if env else cache_dir() / "llama.cpp"
+
+
 def version_dir() -> Path:
-    return cache_dir() / "llama.cpp" / VERSION
+    return root() / VERSION
 
 
 def install_dir() -> Path:
