@@ -167,7 +167,7 @@ def test_llama_server_on_smollm2_gives_tokens_and_agrees_where_the_margin_is_lar
         assert all(0 < len(reps[0][0]) <= N for reps in runs), name
         assert figures[name]["tokens_per_s"] > 0 and figures[name]["n_prompts"] == len(texts)
         assert "--spec-type" in extra["argv"] or name == "llamacpp"
-    sure = [i for i, x in enumerate(ids) if _margin(smol, x) > 2.0]
+    sure = [i for i, x in enumerate(ids) if _margin(smol, x) > 1.0]
     assert sure, "no prompt with a large first-token margin"
     for i in sure:  # llama.cpp quantizes activations: agreement is asked only where the top-2 gap is wide
         assert rows["llamacpp"][0][i][0][0][0] == ours[i][0], QUESTIONS[i]

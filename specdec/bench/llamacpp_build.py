@@ -204,5 +204,6 @@ def ensure_built(jobs: int | None = None) -> Path:
     (part / "build.json").write_text(json.dumps(stamp, indent=1) + "\n")
     part.rename(final)
     shutil.rmtree(build, ignore_errors=True)
+    shutil.rmtree(src, ignore_errors=True)  # the tarball stays: another CPU re-extracts it
     _say(f"built in {stamp['build_s']:.0f} s: {final / 'bin' / 'llama-server'}")
     return final / "bin" / "llama-server"
