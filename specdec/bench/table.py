@@ -83,7 +83,7 @@ def _llamacpp_lines(result: dict) -> list[str]:
     if not rows:
         return []
     out = [
-        f"\nllama.cpp rows: llama-server on {cfg.get('gguf')}, {cfg.get('threads')} threads, the same token ids "
+        f"\nllama.cpp rows: llama-server on {cfg.get('gguf')}, threads {cfg.get('threads')}, the same token ids "
         f"(tokenized alike from the text: {cfg.get('tokenize_agrees', '-')}/{result['config']['n_prompts']})"
     ]
     for name, d in rows.items():
