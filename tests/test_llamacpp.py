@@ -171,3 +171,17 @@ def test_llama_server_on_smollm2_gives_tokens_and_agrees_where_the_margin_is_lar
     assert sure, "no prompt with a large first-token margin"
     for i in sure:  # llama.cpp quantizes activations: agreement is asked only where the top-2 gap is wide
         assert rows["llamacpp"][0][i][0][0][0] == ours[i][0], QUESTIONS[i]
+
+
+@pytest.mark.slow
+def test_the_build_command_finds_the_cached_build_and_says_so(capfd, monkeypatch, tmp_path):
+    from specdec.cli.main import main
+
+    build.server_binary()  # built once per machine (the test above may have done it)
+    assert main(["llamacpp", "build"]) == 0
+    out, err = capfd.readouterr()
+    assert out.strip() == str(build.cached_binary()) and "cached" in err
+    assert main(["llamacpp", "path"]) == 0 and capfd.readouterr().out.strip() == out.strip()
+    monkeypatch.setenv("SPECDEC_LLAMACPP", out.strip())  # another build, used as is
+    monkeypatch.setenv("SPECDEC_LLAMACPP_ROOT", str(tmp_path))
+    assert build.server_binary() == Path(out.strip())
