@@ -95,9 +95,11 @@ def server_binary(build: bool = True) -> Path:
         exe = Path(env)
         if not (exe.is_file() and os.access(exe, os.X_OK)):
             raise BuildError(f"SPECDEC_LLAMACPP={env} is not an executable llama-server")
+        _say(f"llama-server from $SPECDEC_LLAMACPP: {exe}")
         return exe
     exe = cached_binary()
     if exe is not None:
+        _say(f"llama-server cached: {exe}")
         return exe
     if not build:
         raise BuildError(f"no llama-server built under {install_dir()}: run `specdec llamacpp build`")
