@@ -202,6 +202,7 @@ def run_bench(
 
 
 def main(args) -> int:
+    from specdec.bench.memwall import describe, memwall
     from specdec.bench.table import format_categories, format_table
     from specdec.engine.load import engine_from_args as load_engine
 
@@ -253,7 +254,10 @@ def main(args) -> int:
         result["config"]["contention"] = None
     result["config"]["prompts"] = str(args.prompts)
     result["config"]["offset"] = offset
+    none = result["methods"].get("none")
+    result["memwall"] = memwall(engine, none and none["tokens_per_s"], getattr(engine, "weight_timings", None))
     print(format_table(result))
+    print(describe(result["memwall"]))
     if len(result["config"]["categories"]) > 1:
         print(format_categories(result))
     cal = result["config"].get("calibration")

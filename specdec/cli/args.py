@@ -73,6 +73,14 @@ def add_model_args(p: argparse.ArgumentParser, default: str = DEFAULT_MODEL) -> 
         "--dtype", default="auto", help="float32, float64, bfloat16, float16 or auto (fp32 on CPU, bf16 on CUDA)"
     )
     g.add_argument(
+        "--weights",
+        default="auto",
+        choices=("auto", "fp32", "bf16", "int8", "int4"),
+        help="the target's weight format: fp32 (exactly transformers' arithmetic), bf16, int8 or int4 "
+        "(the GGUF's 4-bit blocks; the lean row-exact forward, docs/memwall.md); auto (default): for "
+        "a catalogue model from a GGUF, the fastest row-exact format measured on this machine, else fp32",
+    )
+    g.add_argument(
         "--recalibrate",
         action="store_true",
         help="time the engine's speed paths again at load instead of reading the cached timings "

@@ -5,10 +5,11 @@ Contract: ``load_engine(target, draft, ...)`` loads the target (default: the shi
 target), then calibrates when ``calibration`` names a mode ("auto" by default here, because
 whoever calls this asked for a ready-to-run engine; ``Engine(...)`` itself never calibrates).
 ``engine_from_args(ns)`` does the same from the parsed flags every command shares (``--model``,
-``--target``, ``--draft``, ``--no-draft``, ``--device``, ``--dtype``, ``--recalibrate``;
-specdec/cli/args.py declares them): the catalogue turns them into folders
+``--target``, ``--draft``, ``--no-draft``, ``--device``, ``--dtype``, ``--weights``,
+``--recalibrate``; specdec/cli/args.py declares them): the catalogue turns them into folders
 (specdec/catalog/resolve.py) and the engine keeps the entry as ``engine.model`` (front ends
-describe the model they run from it).
+describe the model they run from it). The target's weight format is set before the rest of
+calibration, which then times the paths of the format that runs.
 """
 
 from __future__ import annotations
@@ -45,7 +46,25 @@ def engine_from_args(args) -> Engine:
     dtype = args.dtype
     if dtype == "auto" and args.device == "cpu" and choice.model is not None and "dtype" in choice.model.extra:
         dtype = choice.model.extra["dtype"]  # e.g. the 1.5B pair in bf16: fp32 would double the bytes a step reads
-    engine = load_engine(choice.target, choice.draft, args.device, dtype, mode, heads=choice.heads)
+    engine = load_engine(choice.target, choice.draft, args.device, dtype, None, heads=choice.heads)
     engine.model = choice.model
     engine.model_name = choice.name
+    choose_weights(engine, _weights(args, choice), mode)
+    engine.calibrate(mode)
     return engine
+
+
+def _weights(args, choice) -> str:
+    """``--weights``; its ``auto`` measures only for a catalogue model from a GGUF on the CPU (fp32 else)."""
+    weights = getattr(args, "weights", "auto")
+    from_gguf = choice.model is not None and bool(choice.model.parts)
+    return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu") else weights
+
+
+def choose_weights(engine, weights: str, mode: str = "auto") -> str:
+    """Set the target's weight format (``specdec/fast/calibrate_weights.py``); returns it."""
+    if weights == "fp32" and engine.target.weights == "fp32":
+        return "fp32"
+    from specdec.fast.calibrate_weights import choose
+
+    return choose(engine, "recalibrate" if weights == "auto" and mode == "recalibrate" else weights)[0]

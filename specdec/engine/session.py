@@ -99,6 +99,7 @@ class Engine:
         self.model = None  # the catalogue entry it runs (specdec/catalog/known.py), set by load_engine
         self.model_name: str = "custom"
         self.calibration = Calibration("off")  # stock paths until a caller asks (``calibrate``)
+        self.weight_timings: dict | None = None  # the weight formats timed (specdec/fast/calibrate_weights.py)
 
     def calibrate(self, mode: str = "auto") -> Calibration:
         """Choose this machine's fastest paths by measurement (specdec/fast/calibrate.py): "auto"
@@ -108,6 +109,11 @@ class Engine:
         cache file under ``~/.cache/specdec`` (``$SPECDEC_CACHE``)."""
         self.calibration = calibrate(self, mode)
         return self.calibration
+
+    def set_weights(self, fmt: str) -> None:
+        """Run the target on its weights in ``fmt`` (``quant.FORMATS``; ``Target.set_weights``)."""
+        self.target.set_weights(fmt)
+        self.target_ms = None
 
     @classmethod
     def load(

@@ -115,6 +115,7 @@ def key_fields(engine) -> dict:
         "torch": torch.__version__,
         "device": str(engine.target.device),
         "dtype": str(next(target.parameters()).dtype),
+        "weights": engine.target.weights,
         "shapes": sorted(shape_key(s) for s in _shapes(engine)),
         "parts": sorted(_parts(engine)),
         "precision_parts": sorted(CL.parts(engine)),

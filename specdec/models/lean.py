@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.models import packed as P
+from specdec.models import quant as Q
 from specdec.models.cache import grow
 
 
@@ -84,6 +85,29 @@ class FusedLayer:
         w = (a.q_proj, a.k_proj, a.v_proj, a.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
         ln = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
         return cls(*(m.weight for m in w), *ln, n_heads, n_kv, eps, fold_rope)
+
+    @classmethod
+    @torch.no_grad()
+    def quantized(cls, layer, n_heads: int, n_kv: int, eps: float, fmt: str) -> FusedLayer:
+        """The same body on weights in ``fmt`` (``quant.py``): the norms' weights kept apart (folding
+        them would break a GGUF's blocks), RoPE rotated on the fly, Qwen2's q/k/v biases added
+        after the projection."""
+        a, mlp = layer.self_attn, layer.mlp
+        self = cls.__new__(cls)
+        self.H, self.KV, self.hd, self.eps = n_heads, n_kv, a.q_proj.weight.shape[0] // n_heads, eps
+        self.fold_rope = False
+        proj = (a.q_proj, a.k_proj, a.v_proj)
+        bias = torch.cat([m.bias for m in proj]) if all(m.bias is not None for m in proj) else None
+        qkv = Q.quantize(torch.cat([m.weight for m in proj]), fmt, bias)
+        self.qkv = Q.Scaled(qkv, layer.input_layernorm.weight)
+        self.o = Q.quantize(a.o_proj.weight, fmt)
+        gate_up = Q.quantize(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), fmt)
+        self.gate_up = Q.Scaled(gate_up, layer.post_attention_layernorm.weight)
+        self.down = Q.quantize(mlp.down_proj.weight, fmt)
+        return self
+
+    def linears(self) -> tuple:
+        return (self.qkv, self.o, self.gate_up, self.down)
 
     def rotary(self, y: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
         """(q|k rotated, v) from the fused projection's output y [T, ...] (cos/sin [T, (H + KV) hd])."""

@@ -8,7 +8,12 @@ it against transformers' forward on the running machine and keeps the faster.
 
 Contract:
 - ``LeanTarget.supports(model)`` is ``LeanLlama.supports`` (plain Llama: no biases, default RoPE,
-  SiLU); anything else keeps transformers' forward.
+  SiLU); anything else keeps transformers' forward. ``supports_quantized(model)`` also takes
+  Qwen2 (q/k/v biases, no sliding window): ``LeanTarget(model, fmt=...)`` with ``fmt`` one of
+  ``quant.FORMATS`` other than fp32 runs the weights in that format (``FusedLayer.quantized``).
+  ``row_exact`` (int8 and int4): every forward of one token, and every forward with ``exact=True``
+  (the verifier's), attends row by row (``rowexact.attend_rows``), so each row of a k-row forward
+  is bit for bit the one-row forward of plain decoding; prefill keeps one batched call.
 - ``hidden(cache, ids, positions, mask)`` is what ``model.get_decoder()(...).last_hidden_state[0]``
   returns for the same arguments, to float tolerance: ``ids`` [T] long, ``positions`` [T] long
   (any order: tree nodes share depths), ``mask`` None (causal among the T tokens) or the additive
@@ -26,18 +31,36 @@ import torch.nn.functional as F
 
 from specdec.models import cache as kv
 from specdec.models.lean import FusedLayer, LeanLlama, causal_mask, dims, rope_table
+from specdec.models.rowexact import attend_rows, visible_rows
+
+ROW_EXACT = ("int8", "int4")  # formats whose linears are row-invariant (quant.row_invariant)
+
+
+def supports_quantized(model: torch.nn.Module) -> bool:
+    """Llama, or Qwen2 without a sliding window: the lean body with q/k/v biases."""
+    cfg = model.config
+    if getattr(cfg, "model_type", "") == "qwen2":
+        rope = getattr(cfg, "rope_scaling", None) or getattr(cfg, "rope_parameters", None) or {}
+        rope_type = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "default"
+        return not getattr(cfg, "use_sliding_window", False) and rope_type == "default"
+    return LeanLlama.supports(model)
 
 
 class LeanTarget:
     supports = staticmethod(LeanLlama.supports)
 
     @torch.inference_mode()
-    def __init__(self, model: torch.nn.Module, fold_rope: bool = False) -> None:
+    def __init__(self, model: torch.nn.Module, fold_rope: bool = False, fmt: str = "fp32") -> None:
         m = model.get_decoder()
         self.n_heads, self.n_kv, self.head_dim, self.eps = dims(model.config)
         self.embed = m.embed_tokens.weight
         self.norm = m.norm.weight
-        self.layers = [FusedLayer.of(layer, self.n_heads, self.n_kv, self.eps, fold_rope) for layer in m.layers]
+        self.fmt, self.row_exact = fmt, fmt in ROW_EXACT
+        H, KV, eps = self.n_heads, self.n_kv, self.eps
+        if fmt == "fp32":
+            self.layers = [FusedLayer.of(layer, H, KV, eps, fold_rope) for layer in m.layers]
+        else:
+            self.layers = [FusedLayer.quantized(layer, H, KV, eps, fmt) for layer in m.layers]
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float()
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
@@ -50,7 +73,9 @@ class LeanTarget:
             self.cos, self.sin = rope_table(self.inv_freq, n, self.n_heads + self.n_kv, self.rope_scale, self.dtype)
 
     @torch.inference_mode()
-    def hidden(self, cache, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def hidden(
+        self, cache, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, exact: bool = False
+    ) -> torch.Tensor:
         T, L = ids.shape[0], kv.length(cache)
         pos = positions.view(-1)
         self._table(L + T if mask is None else int(pos.max()) + 1)
@@ -62,7 +87,12 @@ class LeanTarget:
             att = mask[0, 0]
         x = self.embed[ids]
         bufs = kv.reserve(cache, L + T, self.n_kv, self.head_dim, x)
-        for layer, (k, v) in zip(self.layers, bufs):
-            x = layer(x, cos, sin, k, v, L, att)
+        if self.row_exact and (exact or T == 1):
+            seen = None if mask is None else visible_rows(mask, L)
+            for layer, (k, v) in zip(self.layers, bufs):
+                x = attend_rows(layer, x, cos, sin, k, v, L, seen)
+        else:
+            for layer, (k, v) in zip(self.layers, bufs):
+                x = layer(x, cos, sin, k, v, L, att)
         kv.advance(cache, T)
         return F.rms_norm(x, (x.shape[-1],), self.norm, self.eps)

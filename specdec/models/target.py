@@ -12,6 +12,11 @@ step with the cache: what Medusa and EAGLE draft from.
 ``paths`` are the forwards this target can run ("hf": transformers' decoder; "lean": the fused
 layers of ``specdec/models/lean_target.py``, plain float32 Llama models only); ``use(path)`` picks one
 (calibration does, by timing both); both write the same cache, so a switch keeps it valid.
+``set_weights(fmt)`` runs the target on its weights in another format (``quant.FORMATS``: the lean
+forward on int8 or int4 weights, its LM head int8, ``specdec/fast/calibrate_weights.py`` picks by
+measurement); outside fp32 the lean forward is the only path (transformers' would compute another
+function), the verifier's forward is row-exact (``lean_target.ROW_EXACT``) and the cache restarts
+empty. ``weights`` names the format running.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import torch
 from specdec.core.seq import resync
 from specdec.core.tree import Draft, position_ids, tree_attention_mask
 from specdec.models import cache as kv
-from specdec.models.lean_target import LeanTarget
+from specdec.models import quant as Q
+from specdec.models.lean_target import LeanTarget, supports_quantized
 from specdec.models.packed import Linear, pack_linears, packed_scope
 
 
@@ -47,10 +53,39 @@ class Target:
         self.lean = LeanTarget(model) if _lean_ok(model) else None
         self.path = "hf"
         self.vocab = vocab  # padded LM heads (e.g. Qwen 7B vs 0.5B) are cut to the shared vocabulary
+        self.weights = "fp32"
 
     @property
     def paths(self) -> tuple[str, ...]:
+        if self.weights != "fp32":
+            return ("lean",)
         return ("hf", "lean") if self.lean is not None else ("hf",)
+
+    def weight_formats(self) -> tuple[str, ...]:
+        """The formats ``set_weights`` takes for this model on this machine."""
+        w = self.lm_head.weight
+        if w.device.type != "cpu" or w.dtype != torch.float32 or not supports_quantized(self.model):
+            return ("fp32",)
+        return tuple(f for f in Q.FORMATS if Q.available(f, self.decoder.layers[0].mlp.down_proj.weight))
+
+    @torch.inference_mode()
+    def set_weights(self, fmt: str) -> None:
+        if fmt == self.weights:
+            return
+        if fmt not in self.weight_formats():
+            raise ValueError(f"weight format {fmt!r} not available for this model here: {self.weight_formats()}")
+        if fmt == "fp32":
+            self.lean, self.path, self.head.low = (LeanTarget(self.model) if _lean_ok(self.model) else None), "hf", None
+        else:
+            self.lean, self.path = LeanTarget(self.model, fmt=fmt), "lean"
+            self.head.low = Q.quantize(self.lm_head.weight, "int8" if fmt == "int4" else fmt)
+        self.weights = fmt
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the cache: the next prefill computes every position."""
+        kv.truncate(self.cache, 0)
+        self.ids, self._scored, self._scored_hidden, self._hidden = [], None, None, None
 
     def use(self, path: str) -> None:
         if path not in self.paths:
@@ -70,11 +105,11 @@ class Target:
         self._hidden[start:need] = rows
 
     def _forward(
-        self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None
+        self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, exact=False
     ) -> torch.Tensor:
         x = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)
         if self.path == "lean":
-            return self.lean.hidden(self.cache, x[0], positions.to(self.device), mask)
+            return self.lean.hidden(self.cache, x[0], positions.to(self.device), mask, exact)
         with packed_scope():
             out = self.decoder(
                 input_ids=x,
@@ -109,7 +144,7 @@ class Target:
             None if draft.is_chain else tree_attention_mask(draft, L, dtype=self.lm_head.weight.dtype).to(self.device)
         )
         ids = torch.cat([torch.tensor([pending], dtype=torch.long), draft.tokens.cpu()])
-        hidden = self._forward(ids, pos, mask)
+        hidden = self._forward(ids, pos, mask, exact=True)
         self._scored = draft
         self._scored_hidden = hidden
         self._pending = pending

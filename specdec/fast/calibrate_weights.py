@@ -1,0 +1,130 @@
+"""The target's weight format, chosen by measurement on the running machine (``models/quant.py``).
+
+Why: a plain decoding step reads every weight once, so the format that moves fewest bytes should
+win, but only if this CPU's kernel for it is fast: torch's int4 kernel has a fast path on some
+CPUs and a slow generic one elsewhere, int8's weight-only kernel can be slower than float32.
+So the formats are timed here, on the engine's own target, and the choice is cached per CPU,
+torch version and model like the rest of calibration (``calibrate.py``). Only formats whose
+forward is row-exact (``lean_target.ROW_EXACT``, checked with ``quant.row_invariant`` on this
+machine) compete with float32: a format that could make the verifier's k-row forward round
+differently from the plain step would break exactness against plain decoding.
+
+Contract:
+- ``candidates(engine)``: "fp32" and the row-exact formats available for the target here.
+- ``measure(engine, formats) -> {fmt: {"step_us", "verify_us": {k: us}, "bytes"}}``: the plain
+  step (one row), the verifier's forward of k + 1 rows (k in ``VERIFY_K``) and the weight bytes a
+  step reads, each the minimum of a few samples; the engine is left on the format it had.
+- ``decide(timings, margin) -> str``: the format with the fastest plain step; fp32 unless another
+  wins by more than ``margin``.
+- ``choose(engine, mode)``: "auto" (cached, else measured), "recalibrate", or a format name
+  (taken as given); sets it on the engine (and the timings as ``engine.weight_timings``, which
+  ``specdec bench`` reports) and returns ``(format, timings or None)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import torch
+
+from specdec.core.tree import Draft
+from specdec.fast.calibrate import MARGIN, cpu_name
+from specdec.fast.calibrate_time import _best
+from specdec.models import cache as kv
+from specdec.models import quant as Q
+from specdec.models.lean_target import ROW_EXACT
+from specdec.paths import cache_dir
+
+VERIFY_K = (4, 8)
+
+
+def candidates(engine) -> list[str]:
+    out = ["fp32"]
+    target = engine.target
+    for fmt in target.weight_formats():
+        if fmt in ROW_EXACT:
+            w = target.decoder.layers[0].mlp.down_proj.weight
+            if Q.row_invariant(Q.quantize(w, fmt)):
+                out.append(fmt)
+    return out
+
+
+def step_bytes(target) -> int:
+    """The weight bytes one plain step reads: every layer's linears and the LM head."""
+    if target.weights == "fp32":
+        lin = [m for m in target.model.modules() if isinstance(m, torch.nn.Linear)]
+        return sum(m.weight.numel() * m.weight.element_size() for m in lin)
+    lean = target.lean
+    head = target.head.low
+    return sum(q.nbytes for layer in lean.layers for q in layer.linears()) + head.nbytes
+
+
+def _timed(target) -> dict:
+    vocab = target.lm_head.weight.shape[0]
+    ids = torch.randint(0, vocab, (65,), generator=torch.Generator().manual_seed(0)).tolist()
+    target.prefill(ids)
+
+    def run(draft: Draft):
+        def fn():
+            target.score(ids[-1], draft)
+            kv.truncate(target.cache, len(target.ids))
+
+        return fn
+
+    fns = {"1": run(Draft.empty())} | {str(k): run(Draft.chain(ids[:k])) for k in VERIFY_K}
+    t = _best(fns, calls=2, samples=3)
+    target.reset()
+    return {"step_us": t["1"], "verify_us": {k: t[str(k)] for k in map(str, VERIFY_K)}, "bytes": step_bytes(target)}
+
+
+def measure(engine, formats: list[str]) -> dict:
+    before, out = engine.target.weights, {}
+    try:
+        for fmt in formats:
+            engine.set_weights(fmt)
+            out[fmt] = _timed(engine.target)
+    finally:
+        engine.set_weights(before)
+    return out
+
+
+def decide(timings: dict, margin: float = MARGIN) -> str:
+    fp32 = timings.get("fp32", {}).get("step_us", float("inf"))
+    best = min(timings, key=lambda f: timings[f]["step_us"])
+    return best if timings[best]["step_us"] < fp32 * (1 - margin) else "fp32"
+
+
+def _cache_file(engine):
+    key = f"{cpu_name()}|{os.cpu_count()}|{torch.__version__}|{engine.model_name}|{torch.get_num_threads()}"
+    return cache_dir() / f"weights-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def choose(engine, mode: str = "auto") -> tuple[str, dict | None]:
+    if mode in Q.FORMATS:
+        engine.set_weights(mode)
+        return mode, None
+    if mode not in ("auto", "recalibrate"):
+        raise ValueError(f"--weights must be auto, recalibrate or one of {', '.join(Q.FORMATS)}, got {mode!r}")
+    formats = candidates(engine)
+    if formats == ["fp32"]:
+        return "fp32", None
+    path, timings = _cache_file(engine), None
+    if mode == "auto" and path.exists():
+        try:
+            timings = json.loads(path.read_text())
+            timings = timings if set(timings) == set(formats) else None
+        except (OSError, ValueError):
+            timings = None
+    if timings is None:
+        timings = measure(engine, formats)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(timings, indent=1))
+        except OSError:
+            pass
+    fmt = decide(timings)
+    engine.set_weights(fmt)
+    engine.weight_timings = timings
+    return fmt, timings
