@@ -3,7 +3,8 @@
 Checks on a handmade result that the SVG is well-formed XML, draws one bar per category per row
 present (our best speculative row and llama.cpp's chosen per category), puts the limit line above
 every bar, and leaves out rows the result lacks; then draws a shipped bench result, which has no
-llama.cpp rows and no ``memwall`` block, so it gets bars and no limit line.
+llama.cpp rows and no ``memwall`` block, so it gets bars and no limit line. Also the per-category
+markdown tables of experiments/doc_tables.py (``memwall_tables``).
 """
 
 from __future__ import annotations
@@ -98,3 +99,13 @@ def test_a_shipped_bench_result():
     for group in bars.values():
         assert set(group) == {"ours none", "ours best speculative", "transformers hf_greedy"}
     assert _limit_y(svg) is None
+
+
+def test_the_tables_per_category():
+    from experiments.doc_tables import memwall_tables
+
+    text = memwall_tables(_result())
+    assert [line for line in text.splitlines() if line.startswith("**")] == [f"**{c}**" for c in CATS]
+    assert "| `llamacpp` | 13.0 | 1.00x | 1/1 |" in text
+    assert "| `lookup` | 74.0 | 2.74x | 1/1 |" in text
+    assert "| `none` | 30.0 | - | 1/1 |" in memwall_tables(_result(llamacpp=False))
