@@ -8,22 +8,28 @@ NAME is either
 - a name in ``FIGURES``: a function of the results for tables and derived numbers (fits,
   predictions, formula examples). A figure whose value has several lines (a table) sits on lines of
   its own: ``TEXT`` is then the value with a newline before and after.
+The SVG files in ``SVGS`` (docs/img/memwall.svg: ``specdec.figures.memwall`` of
+docs/results/bench-memwall.json) are figures too: checked and rewritten with the pages.
 ``python -m experiments.doc_figures --check`` prints every figure whose TEXT differs from its value and
 exits 1 if there is one (tests/test_doc_figures.py runs it); ``--write`` rewrites TEXT in place.
+``python -m experiments.doc_figures memwall --json RESULT.json --out FIG.svg`` draws the memwall
+figure of any bench result (defaults: the shipped one, docs/img/memwall.svg).
 Numbers quoted from papers or other projects are citations, not figures, and carry no marker.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
 
 from experiments import batch_phases, doc_bench, step_rows, theory_table
-from experiments.doc_tables import heads_table, load, lookup_match_table, lookup_sets_table, sweep_table
+from experiments.doc_tables import heads_table, load, lookup_match_table, lookup_sets_table, memwall_tables, sweep_table
 from specdec.bench import concurrency as bench_concurrency
 from specdec.core import theory as T
+from specdec.figures.memwall import memwall_chart
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -190,6 +196,10 @@ for _tag, _file in (
 FIGURES["step_rows_table"] = lambda: step_rows.markdown(load("step-rows-cpu"))
 FIGURES["phases_table"] = lambda: batch_phases.markdown(load("batch-phases-cpu"))
 FIGURES["phases_edits_table"] = lambda: batch_phases.markdown(load("batch-phases-edits-cpu"))
+FIGURES["memwall_tables"] = lambda: memwall_tables(load("bench-memwall"))
+
+# whole SVG files drawn from the results, relative to the repository root
+SVGS = {"docs/img/memwall.svg": lambda: memwall_chart(load("bench-memwall"))}
 
 
 def value(name: str) -> str:
@@ -220,8 +230,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite the figures in place")
     ap.add_argument("--check", action="store_true", help="exit 1 if a page differs from the JSON")
+    ap.add_argument("figure", nargs="?", choices=["memwall"], help="draw one SVG figure from --json to --out")
+    ap.add_argument("--json", type=Path, default=DOCS / "results" / "bench-memwall.json", help="a bench result")
+    ap.add_argument("--out", type=Path, default=DOCS / "img" / "memwall.svg", help="where the SVG goes")
     args = ap.parse_args(argv)
+    if args.figure == "memwall":
+        args.out.write_text(memwall_chart(json.loads(args.json.read_text())), encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+        return 0
     bad = 0
+    for rel, draw in SVGS.items():
+        path, svg = ROOT / rel, draw()
+        if not path.exists() or path.read_text(encoding="utf-8") != svg:
+            print(f"{rel}: differs from its JSON")
+            bad += 1
+            if args.write:
+                path.write_text(svg, encoding="utf-8")
     for page in pages():
         new, drift = render(page.read_text())
         for line in drift:

@@ -3,7 +3,8 @@
 Contract: ``load(name)`` reads ``docs/results/NAME.json`` (cached); ``table(head, rows)`` is a
 markdown table; ``sweep_table``, ``heads_table``, ``lookup_sets_table``, ``lookup_match_table``
 render the k sweep, the heads comparison, prompt lookup's prompt sets and its match statistics
-from their results files. Why a module: doc_figures.py had outgrown the ~300-line guide.
+from their results files; ``memwall_tables(result)`` a bench result's rows per prompt category
+(the numbers behind ``specdec.figures.memwall``). Why a module: doc_figures.py had outgrown the ~300-line guide.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+
+from specdec.figures.memwall import categories
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -168,3 +171,25 @@ def lookup_match_table() -> str:
         ],
         rows,
     )
+
+
+def memwall_tables(result: dict) -> str:
+    """One table per prompt category of a ``specdec bench`` result: every row (ours, transformers',
+    llama.cpp's) with its tokens/s over the category, its ratio to llama.cpp's plain decoding there
+    and how many of its outputs are identical to our ``none``'s. Rows without the category are left out."""
+    rows = {**result["methods"], **(result.get("hf") or {}), **(result.get("llamacpp") or {})}
+    plain = (result.get("llamacpp") or {}).get("llamacpp", {}).get("categories", {})
+    parts = []
+    for cat in categories(result):
+        base = plain.get(cat, {}).get("tokens_per_s")
+        body = []
+        for name, row in rows.items():
+            c = row.get("categories", {}).get(cat)
+            if c is None:
+                continue
+            v = c["tokens_per_s"]
+            vs = "-" if not base else f"{v / base:.2f}x"
+            same = "-" if c.get("identical") is None else f"{c['identical']}/{c['n_prompts']}"
+            body.append([f"`{name}`", f"{v:.1f}", vs, same])
+        parts.append(f"**{cat}**\n\n" + table(["row", "tok/s", "vs llama.cpp plain", "identical to `none`"], body))
+    return "\n\n".join(parts)
