@@ -31,7 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from specdec.bench.vllm_rows import _free_port
+from specdec.bench.vllm_rows import free_port
 
 ROWS = {
     "llamacpp": [],
@@ -201,7 +201,7 @@ def llamacpp_rows(
     rows: dict[str, tuple[list, dict]] = {}
     config = {"server": str(exe), "gguf": str(gguf), "threads": threads, "context": CONTEXT}
     for name, flags in row_flags(draft_gguf, threads).items():
-        port = _free_port()
+        port = free_port()
         argv = server_argv(exe, gguf, threads, port, flags)
         print(f"llama.cpp row {name}: {' '.join(argv[1:])}", file=sys.stderr, flush=True)
         with LlamaServer(argv, log_dir / f"llama-server-{name}.log", port) as server:

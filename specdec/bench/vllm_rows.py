@@ -35,7 +35,7 @@ from specdec.bench.closed_loop import closed_loop
 NO_PREFIX_CACHE = ["--no-enable-prefix-caching"]  # the rows prefill every request, as ours do (docstring)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -96,7 +96,7 @@ def vllm_rows(ids, levels: list[int], max_new: int, ref, methods=("none",), k: i
     folders = export(out, ASSETS)["folders"]
     rows = []
     for method in methods:
-        port = _free_port()
+        port = free_port()
         argv = server_argv(python, folders, method, k, port=port, extra=NO_PREFIX_CACHE)
         server = VllmServer(argv, server_env(), out / f"vllm-{method}.log", "127.0.0.1", port)
         url = server.start(timeout=600)

@@ -78,7 +78,8 @@ def add_model_args(p: argparse.ArgumentParser, default: str = DEFAULT_MODEL) -> 
         choices=("auto", "fp32", "bf16", "int8", "int4"),
         help="the target's weight format: fp32 (exactly transformers' arithmetic), bf16, int8 or int4 "
         "(the GGUF's 4-bit blocks; the lean row-exact forward, docs/memwall.md); auto (default): for "
-        "a catalogue model from a GGUF, the fastest row-exact format measured on this machine, else fp32",
+        "a catalogue model from a GGUF, the fastest row-exact format measured on this machine, else fp32 "
+        "(also fp32 where requests are batched, --max-batch > 1: batched rows are not row-exact)",
     )
     g.add_argument(
         "--recalibrate",

@@ -55,10 +55,14 @@ def engine_from_args(args) -> Engine:
 
 
 def _weights(args, choice) -> str:
-    """``--weights``; its ``auto`` measures only for a catalogue model from a GGUF on the CPU (fp32 else)."""
+    """``--weights``; its ``auto`` measures only for a catalogue model from a GGUF on the CPU and a
+    command that does not batch requests (fp32 else): the batch's ragged forward attends per group,
+    not per row, so on int4 a batched request is not proven identical to its solo run (measured:
+    6 of 8 mixed requests were; docs/memwall.md)."""
     weights = getattr(args, "weights", "auto")
     from_gguf = choice.model is not None and bool(choice.model.parts)
-    return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu") else weights
+    batched = (getattr(args, "max_batch", None) or 1) > 1
+    return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu" or batched) else weights
 
 
 def choose_weights(engine, weights: str, mode: str = "auto") -> str:

@@ -25,7 +25,7 @@ from specdec.models import packed as P
 SAMPLES = 4
 
 
-def _best(fns: dict[str, Callable[[], object]], calls: int = 1, samples: int = SAMPLES) -> dict[str, float]:
+def best_of(fns: dict[str, Callable[[], object]], calls: int = 1, samples: int = SAMPLES) -> dict[str, float]:
     """Minimum microseconds per call of each function, sampled alternately."""
     for fn in fns.values():
         fn()
@@ -64,7 +64,7 @@ def _target_paths(target, step) -> dict[str, float]:
         return fn
 
     try:
-        return _best({p: on(p) for p in target.paths}, calls=2)
+        return best_of({p: on(p) for p in target.paths}, calls=2)
     finally:
         target.use(before)
 
@@ -76,7 +76,7 @@ def recheck(engine, path: str, threads: int) -> float:
     try:
         torch.set_num_threads(threads)
         target.use(path)
-        return _best({"t": _target_step(engine)}, calls=2, samples=3)["t"]
+        return best_of({"t": _target_step(engine)}, calls=2, samples=3)["t"]
     finally:
         torch.set_num_threads(before)
         target.use(was)
@@ -96,7 +96,7 @@ def _threads(engine, step) -> dict[str, float]:
     try:
         for n in thread_counts():
             torch.set_num_threads(n)
-            out[str(n)] = _best({"t": step}, calls=2)["t"]
+            out[str(n)] = best_of({"t": step}, calls=2)["t"]
     finally:
         torch.set_num_threads(before)
     return out
@@ -112,7 +112,7 @@ def _linears(shapes) -> dict:
         for r in P.PROBE_ROWS:
             x = torch.randn(r, i, generator=g)
             stock = lambda x=x, w=w: F.linear(x, w)
-            rows[str(r)] = _best({"stock": stock, "packed": lambda x=x, pw=pw: P.linear(x, pw)})
+            rows[str(r)] = best_of({"stock": stock, "packed": lambda x=x, pw=pw: P.linear(x, pw)})
         out[f"{o}x{i}"] = rows
     return out
 
@@ -133,7 +133,7 @@ def _draft(prop) -> dict[str, float]:
         runner.truncate(0)
         runner.forward(prompt)
         fns[name] = run(runner)
-    out = {k: v / 3 for k, v in _best(fns, samples=3).items()}
+    out = {k: v / 3 for k, v in best_of(fns, samples=3).items()}
     for runner in prop.runners.values():
         runner.truncate(0)
     prop.ids = []
@@ -160,7 +160,7 @@ def _eagle(prop) -> dict[str, float]:
         cache = dec.new_kv(64)
         dec.attend(f[:11], e[:11], torch.arange(11), cache, None)
         fns[name] = run(dec, cache)
-    out = _best(fns, samples=3)
+    out = best_of(fns, samples=3)
     prop.ids = []
     prop.kv.length = 0
     return out

@@ -31,7 +31,7 @@ import torch
 
 from specdec.core.tree import Draft
 from specdec.fast.calibrate import MARGIN, cpu_name
-from specdec.fast.calibrate_time import _best
+from specdec.fast.calibrate_time import best_of
 from specdec.models import cache as kv
 from specdec.models import quant as Q
 from specdec.models.lean_target import ROW_EXACT
@@ -74,7 +74,7 @@ def _timed(target) -> dict:
         return fn
 
     fns = {"1": run(Draft.empty())} | {str(k): run(Draft.chain(ids[:k])) for k in VERIFY_K}
-    t = _best(fns, calls=2, samples=3)
+    t = best_of(fns, calls=2, samples=3)
     target.reset()
     return {"step_us": t["1"], "verify_us": {k: t[str(k)] for k in map(str, VERIFY_K)}, "bytes": step_bytes(target)}
 
