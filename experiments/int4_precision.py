@@ -9,7 +9,8 @@ agreement (identical continuations, mean common prefix) of our int4 plain decodi
 transformers' fp32 greedy.
 
 Usage: ``python -m experiments.int4_precision --prompts all --limit 1 --n 64 --json out.json``.
-Not part of the engine: a measurement to quote in docs/log/memwall.md (results in docs/results/int4-precision-smollm2.json).
+Not part of the engine: a measurement to quote in docs/log/memwall.md (its results:
+docs/results/int4-precision-smollm2.json).
 """
 
 from __future__ import annotations

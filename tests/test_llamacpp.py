@@ -17,6 +17,7 @@ import torch
 
 from specdec.bench import llamacpp as lc
 from specdec.bench import llamacpp_build as build
+from tests.smol_helpers import smol_engine
 
 
 def test_server_argv_has_the_bench_flags():
@@ -135,13 +136,8 @@ N = 16
 
 @pytest.fixture(scope="module")
 def smol():
-    from specdec.catalog.resolve import resolve
-    from specdec.engine.load import load_engine
-
-    choice = resolve("smollm2-135m")
-    engine = load_engine(choice.target, None, "cpu", "float32", "auto", heads=choice.heads)
-    engine.model, engine.model_name = choice.model, choice.name
-    return engine
+    """SmolLM2 (tests/smol_helpers.py)."""
+    return smol_engine(draft=False)
 
 
 def _margin(engine, ids: list[int]) -> float:

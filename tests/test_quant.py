@@ -15,6 +15,7 @@ from specdec.core.config import GenerateSpec, SamplingParams
 from specdec.core.tree import Draft
 from specdec.models import quant as Q
 from specdec.models.lean_target import ROW_EXACT
+from tests.smol_helpers import smol_engine
 
 
 def _q41_like(n: int, k: int, seed: int = 0) -> torch.Tensor:
@@ -103,14 +104,8 @@ def _spec(method: str, n: int) -> GenerateSpec:
 
 @pytest.fixture(scope="module")
 def smol():
-    """SmolLM2 with its trained draft and heads, on int4 weights (the README's test command fetches it)."""
-    from specdec.catalog.resolve import resolve
-    from specdec.engine.load import load_engine
-
-    choice = resolve("smollm2-135m")
-    engine = load_engine(choice.target, choice.draft, "cpu", "float32", "auto", heads=choice.heads)
-    engine.model_name = choice.name
-    return engine
+    """SmolLM2 (tests/smol_helpers.py)."""
+    return smol_engine(draft=True)
 
 
 @pytest.mark.slow

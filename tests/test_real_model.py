@@ -15,6 +15,7 @@ from test_distribution import chi2_pvalue
 
 from specdec.core.config import GenerateSpec, SamplingParams
 from specdec.core.sampling import to_probs
+from tests.smol_helpers import smol_engine
 
 QUESTIONS = [
     "Explain in a short paragraph why the sky is blue.",
@@ -26,13 +27,8 @@ N = 24
 
 @pytest.fixture(scope="module")
 def smol():
-    from specdec.catalog.resolve import resolve
-    from specdec.engine.load import load_engine
-
-    choice = resolve("smollm2-135m")
-    engine = load_engine(choice.target, choice.draft, "cpu", "float32", "auto", heads=choice.heads)
-    engine.model_name = choice.name
-    return engine
+    """SmolLM2 (tests/smol_helpers.py)."""
+    return smol_engine(draft=True)
 
 
 def chat_ids(engine, question: str) -> list[int]:
