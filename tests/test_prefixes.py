@@ -13,9 +13,9 @@ def test_switching_documents_reuses_each_ones_prefix_and_changes_no_token(engine
     fed: list[int] = []
     forward = engine.target._forward
 
-    def counting(ids, positions, mask):
+    def counting(ids, positions, mask, *more, **kw):
         fed.append(len(ids))
-        return forward(ids, positions, mask)
+        return forward(ids, positions, mask, *more, **kw)
 
     prefixes.forget(engine.target)
     want = {p: engine.generate(p + "\n", spec).tokens for p in (a, b)}  # also warms both
