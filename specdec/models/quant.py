@@ -3,23 +3,25 @@
 Why: decoding one token reads every weight once, so on a CPU its step costs about the bytes it
 reads over the memory bandwidth. The real models arrive as GGUF files whose weights are 4-bit
 blocks (SmolLM2: Q4_1, a scale and a minimum per 32 weights; its embedding Q8_0); run in float32
-after dequantizing, a step reads 5.5x the bytes llama.cpp reads. torch has CPU kernels for
-weight-only int8 (``_weight_int8pack_mm``: one scale per output row) and group-wise int4
-(``_weight_int4pack_mm_for_cpu``: a scale and a zero point per group of input columns), both with
-float32 activations. Q4_1's ``w = d q + m`` (q in 0..15) is exactly the int4 kernel's group form,
-so a Q4_1 tensor dequantized by transformers is re-packed losslessly: per group, min and max give
-back m and d. Which format is fastest depends on the machine, so ``specdec/fast/calibrate_weights.py``
-times them; the precision each loses is measured there too (``error``), never assumed.
+after dequantizing, a step reads 5.5x the bytes llama.cpp reads. torch's CPU kernel for
+group-wise int4 (``_weight_int4pack_mm_for_cpu``: a scale and a zero point per group of input
+columns; its fast path takes bfloat16 activations, scales and zero points) carries both forms:
+Q4_1's ``w = d q + m`` (q in 0..15) is its group form, re-packed from min and max per group; Q8_0's
+``w = d q`` (q in -127..127) runs as two int4 passes (``_weight_int8pack_mm``, one scale per output
+row, measured 20x slower than float32 here). The only change to a GGUF's weights is the bfloat16
+rounding of each block's scale and zero point. Which format is fastest depends on the machine, so
+``specdec/fast/calibrate_weights.py`` times them; the weight error each has is measured
+(``error``), never assumed.
 
 Why these kernels and not oneDNN's float32 or bfloat16 linear: the verifier's k-row forward must
 give each row exactly what the one-row plain step gives (docs/memwall.md), and on the machines
-measured here the int8 and int4 kernels compute every output row by the same loop whatever the
+measured here the int4 kernel computes every output row by the same loop whatever the
 row count (``row_invariant`` checks that on the running machine), while MKL/oneDNN's float32 and
 bfloat16 GEMMs choose their blocking by the row count, so the rounding of a row can change.
 
 Contract:
-- ``FORMATS``: "fp32" (the weight as is), "bf16", "int8" (symmetric, per output row), "int4"
-  (asymmetric, per ``GROUP`` input columns of each output row).
+- ``FORMATS``: "fp32" (the weight as is), "bf16", "int8" (symmetric, Q8_0's form) and "int4"
+  (asymmetric, Q4_1's form), both per ``GROUP`` input columns of each output row.
 - ``QLinear`` (``quantize(w, fmt, bias=None)``): ``q(x)`` is ``x W^T + b`` in float32 for float32
   x [rows, in] (or [in]); ``q.fmt``, ``q.shape`` (out, in), ``q.nbytes`` (the bytes one call reads
   for its weight), ``q.error`` (max |W - W'| of the stored weight against ``w``, 0 for fp32).
