@@ -70,7 +70,7 @@ def test_race_handler_reports_median_spread_and_streams_both_sides(backend):
     h, session = Handlers(backend), DemoSession()
     with pytest.raises(gr.Error, match="noise"):
         next(h.race("x = 1\n", "none", "auto", 0.0, 1.0, 8, 0, 3, session))
-    updates = list(h.race(example_prompts()[0][1], "draft", "auto", 0.0, 1.0, 24, 0, 3, session))
+    updates = list(h.race(example_prompts()[0][1], "draft", 4, 0.0, 1.0, 24, 0, 3, session))
     left, right, verdict = updates[-1]
     assert "median of 3 paired runs" in verdict and "spread" in verdict
     assert "identical, token for token (24 tokens)" in verdict
