@@ -168,8 +168,10 @@ def run_concurrency(
             print(f"  c={c:<3} hf_cb   {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
     if vllm:
         from specdec.bench.vllm_rows import vllm_rows
+        from specdec.catalog.resolve import export_folders
 
-        rows += vllm_rows(ids, levels, max_new, ref, vllm)
+        choice = getattr(engine, "choice", None)
+        rows += vllm_rows(ids, levels, max_new, ref, vllm, folders=choice and export_folders(choice))
     return {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "repeats": repeats, "rows": rows}
 
 

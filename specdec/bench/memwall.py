@@ -9,10 +9,11 @@ overhead. The bandwidth is measured on the running machine, never assumed.
 Contract:
 - ``bandwidth_gbs(gib=1.0, threads=None)``: the best of a few ``torch.sum`` over a float32
   tensor of ``gib`` GiB (larger than any cache), in GB/s, with the engine's thread count.
-- ``memwall(engine, none_tok_s)``: ``{"format", "kernel", "bytes_per_step", "bandwidth_gbs",
+- ``memwall(engine, none_tok_s)``: ``{"format", "kernel", "scripted", "bytes_per_step", "bandwidth_gbs",
   "limit_tok_s", "none_share"}`` for the bench's JSON (``none_share``: the plain row's tokens/s
   over the limit; None without a plain row) plus the verify cost measured by the weight
-  calibration (``specdec/fast/calibrate_weights.py``) when it ran: ``step_ms`` and ``r``
+  calibration (``specdec/fast/calibrate_weights.py``) when it ran: ``step_ms`` (``eager_step_ms``:
+  the same step without TorchScript, ``models/scripted.py``) and ``r``
   ``{k: verify time of k + 1 rows over one row}``.
 - ``describe(row) -> str``: the line the bench prints.
 """
@@ -49,9 +50,12 @@ def memwall(engine, none_tok_s: float | None, timings: dict | None = None) -> di
     nbytes = step_bytes(engine.target)
     bw = bandwidth_gbs()
     limit = bw * 1e9 / nbytes
+    lean = engine.target.lean if engine.target.path == "lean" else None
+    scripted = getattr(lean, "script", None) is not None
     row = {
         "format": fmt,
-        "kernel": KERNELS.get(fmt, fmt),
+        "kernel": KERNELS.get(fmt, fmt) + ("; layers in one TorchScript function" if scripted else ""),
+        "scripted": scripted,
         "bytes_per_step": nbytes,
         "bandwidth_gbs": round(bw, 2),
         "limit_tok_s": round(limit, 1),
@@ -60,6 +64,8 @@ def memwall(engine, none_tok_s: float | None, timings: dict | None = None) -> di
     t = (timings or {}).get(fmt)
     if t:
         row["step_ms"] = round(t["step_us"] / 1000, 2)
+        if "eager_step_us" in t:
+            row["eager_step_ms"] = round(t["eager_step_us"] / 1000, 2)
         row["r"] = {k: round(v / t["step_us"], 2) for k, v in t["verify_us"].items()}
     return row
 

@@ -1,7 +1,8 @@
 """vLLM's rows for the concurrency bench: the same prompts and levels through vLLM's own server.
 
-Contract: ``vllm_rows(ids, levels, max_new, ref, methods, k)`` exports the shipped models
-(``specdec/export/vllm.py``), and for each method in ``methods`` starts vLLM's OpenAI server from its
+Contract: ``vllm_rows(ids, levels, max_new, ref, methods, k, folders)`` exports the engine's model
+(``folders``: ``catalog.resolve.export_folders``; the shipped tiny models when None;
+``specdec/export/vllm.py``), and for each method in ``methods`` starts vLLM's OpenAI server from its
 venv (``specdec/export/vllm_launch.py``: float32, eager, 512-token context, ``NO_PREFIX_CACHE``)
 on a free loopback port, warms
 it with two untimed requests, then for each concurrency c runs c closed-loop clients over all
@@ -86,14 +87,16 @@ def _cell(url: str, ids: list[list[int]], c: int, n: int) -> tuple[dict, list[li
     return cell, out
 
 
-def vllm_rows(ids, levels: list[int], max_new: int, ref, methods=("none",), k: int | None = None) -> list[dict]:
+def vllm_rows(
+    ids, levels: list[int], max_new: int, ref, methods=("none",), k: int | None = None, folders=None
+) -> list[dict]:
     from specdec.export.vllm import export
     from specdec.export.vllm_launch import VllmServer, server_argv, server_env, venv_python
     from specdec.models.loading import ASSETS
 
     python = venv_python()
     out = Path(tempfile.mkdtemp(prefix="specdec-vllm-bench-"))
-    folders = export(out, ASSETS)["folders"]
+    folders = export(out, ASSETS if folders is None else folders)["folders"]
     rows = []
     for method in methods:
         port = free_port()

@@ -49,6 +49,7 @@ def engine_from_args(args) -> Engine:
     engine = load_engine(choice.target, choice.draft, args.device, dtype, None, heads=choice.heads)
     engine.model = choice.model
     engine.model_name = choice.name
+    engine.choice = choice  # what vLLM's rows export (specdec/bench/vllm_rows.py)
     choose_weights(engine, _weights(args, choice), mode)
     engine.calibrate(mode)
     return engine
@@ -56,12 +57,13 @@ def engine_from_args(args) -> Engine:
 
 def _weights(args, choice) -> str:
     """``--weights``; its ``auto`` measures only for a catalogue model from a GGUF on the CPU and a
-    command that does not batch requests (fp32 else): the batch's ragged forward attends per group,
-    not per row, so on int4 a batched request is not proven identical to its solo run (measured:
+    command that does not batch requests (``--max-batch`` or ``--concurrency`` above 1: fp32 else):
+    the batch's ragged forward attends per group, not per row, so on int4 a batched request is not
+    proven identical to its solo run (measured:
     6 of 8 mixed requests were; docs/memwall.md)."""
     weights = getattr(args, "weights", "auto")
     from_gguf = choice.model is not None and bool(choice.model.parts)
-    batched = (getattr(args, "max_batch", None) or 1) > 1
+    batched = max(getattr(args, "max_batch", None) or 1, *(getattr(args, "concurrency", None) or [1])) > 1
     return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu" or batched) else weights
 
 

@@ -13,7 +13,10 @@ Contract:
 - ``candidates(engine)``: "fp32" and the row-exact formats available for the target here.
 - ``measure(engine, formats) -> {fmt: {"step_us", "verify_us": {k: us}, "bytes"}}``: the plain
   step (one row), the verifier's forward of k + 1 rows (k in ``VERIFY_K``) and the weight bytes a
-  step reads, each the minimum of a few samples; the engine is left on the format it had.
+  step reads, each the minimum of a few samples; the engine is left on the format it had. Where
+  the format has a scripted forward (``models/scripted.py``) the plain step is timed with it and,
+  as ``eager_step_us``, without it; ``use_script(engine, timings)`` keeps the faster (the two are
+  bit for bit equal, so this is a choice of speed only).
 - ``decide(timings, margin) -> str``: the format with the fastest plain step; fp32 unless another
   wins by more than ``margin``.
 - ``choose(engine, mode)``: "auto" (cached, else measured), "recalibrate", or a format name
@@ -74,9 +77,37 @@ def _timed(target) -> dict:
         return fn
 
     fns = {"1": run(Draft.empty())} | {str(k): run(Draft.chain(ids[:k])) for k in VERIFY_K}
+    lean = target.lean if target.path == "lean" else None
+    script = getattr(lean, "script", None)
+    if script is not None:  # the same forward without TorchScript (models/scripted.py): bit for bit equal
+        fns["eager"] = _without_script(lean, fns["1"])
     t = best_of(fns, calls=2, samples=3)
     target.reset()
-    return {"step_us": t["1"], "verify_us": {k: t[str(k)] for k in map(str, VERIFY_K)}, "bytes": step_bytes(target)}
+    out = {"step_us": t["1"], "verify_us": {k: t[str(k)] for k in map(str, VERIFY_K)}, "bytes": step_bytes(target)}
+    return out | ({"eager_step_us": t["eager"]} if "eager" in t else {})
+
+
+def _without_script(lean, fn):
+    def eager():
+        script, lean.script = lean.script, None
+        try:
+            fn()
+        finally:
+            lean.script = script
+
+    return eager
+
+
+def use_script(engine, timings: dict | None) -> bool:
+    """Keep the scripted forward (``models/scripted.py``) unless its plain step timed slower than
+    the eager one; returns whether it is in use."""
+    lean = engine.target.lean if engine.target.path == "lean" else None
+    if lean is None or getattr(lean, "script", None) is None:
+        return False
+    t = (timings or {}).get(engine.target.weights, {})
+    if t.get("eager_step_us", float("inf")) < t.get("step_us", 0.0):
+        lean.script = None
+    return lean.script is not None
 
 
 def measure(engine, formats: list[str]) -> dict:
@@ -97,7 +128,7 @@ def decide(timings: dict, margin: float = MARGIN) -> str:
 
 
 def _cache_file(engine):
-    key = f"{cpu_name()}|{os.cpu_count()}|{torch.__version__}|{engine.model_name}|{torch.get_num_threads()}"
+    key = f"{cpu_name()}|{os.cpu_count()}|{torch.__version__}|{engine.model_name}|{torch.get_num_threads()}|script"
     return cache_dir() / f"weights-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
@@ -127,4 +158,5 @@ def choose(engine, mode: str = "auto") -> tuple[str, dict | None]:
     fmt = decide(timings)
     engine.set_weights(fmt)
     engine.weight_timings = timings
+    use_script(engine, timings)
     return fmt, timings

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from specdec.models import cache as kv
 from specdec.models.lean import FusedLayer, LeanLlama, causal_mask, dims, rope_table
 from specdec.models.rowexact import attend_rows, visible_rows
+from specdec.models.scripted import ScriptedLayers
 
 ROW_EXACT = ("int8", "int4")  # formats whose linears are row-invariant (quant.row_invariant)
 
@@ -61,6 +62,7 @@ class LeanTarget:
             self.layers = [FusedLayer.of(layer, H, KV, eps, fold_rope) for layer in m.layers]
         else:
             self.layers = [FusedLayer.quantized(layer, H, KV, eps, fmt) for layer in m.layers]
+        self.script = ScriptedLayers.of(self.layers) if self.row_exact else None
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float()
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
@@ -87,7 +89,9 @@ class LeanTarget:
             att = mask[0, 0]
         x = self.embed[ids]
         bufs = kv.reserve(cache, L + T, self.n_kv, self.head_dim, x)
-        if self.row_exact and (exact or T == 1):
+        if self.row_exact and (exact or T == 1) and mask is None and self.script is not None:
+            x = self.script.chain(x, cos, sin, bufs, L)
+        elif self.row_exact and (exact or T == 1):
             seen = None if mask is None else visible_rows(mask, L)
             for layer, (k, v) in zip(self.layers, bufs):
                 x = attend_rows(layer, x, cos, sin, k, v, L, seen)

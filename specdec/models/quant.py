@@ -92,6 +92,7 @@ def _pack4(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor):
     def run(x: torch.Tensor) -> torch.Tensor:
         return torch._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), packed, GROUP, sz).float()
 
+    run.packed, run.sz = packed, sz  # the kernel's operands, for a scripted step (``scripted.py``)
     return run, nbytes
 
 
@@ -113,7 +114,12 @@ def _int8(w: torch.Tensor) -> tuple:
     err = float((q * _bf(d)[..., None] - g).abs().max())
     run_hi, b_hi = _pack4((hi + 8).reshape(n, k), 16 * d, torch.zeros_like(d))
     run_lo, b_lo = _pack4(lo.reshape(n, k), d, 8 * d)
-    return (lambda x: run_hi(x) + run_lo(x)), b_hi + b_lo, err
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return run_hi(x) + run_lo(x)
+
+    run.parts = (run_hi, run_lo)  # the two passes' operands, for a scripted step (``scripted.py``)
+    return run, b_hi + b_lo, err
 
 
 def _int4(w: torch.Tensor) -> tuple:

@@ -1,0 +1,24 @@
+"""specdec/fast/calibrate_weights.py: what the weight calibration times and how it decides."""
+
+from __future__ import annotations
+
+from specdec.fast import calibrate_weights as W
+
+
+def test_measure_times_every_format_and_the_eager_twin_of_a_scripted_one(engine):
+    formats = W.candidates(engine)
+    assert formats[0] == "fp32" and "int4" in formats  # int4's kernel is row-invariant here
+    timings = W.measure(engine, ["fp32", "int4"])
+    assert engine.target.weights == "fp32"  # left as it was
+    for fmt in ("fp32", "int4"):
+        t = timings[fmt]
+        assert t["step_us"] > 0 and set(t["verify_us"]) == {str(k) for k in W.VERIFY_K} and t["bytes"] > 0
+    assert "eager_step_us" in timings["int4"] and "eager_step_us" not in timings["fp32"]
+    assert timings["int4"]["bytes"] < timings["fp32"]["bytes"] / 4
+
+
+def test_decide_keeps_fp32_unless_another_format_wins_by_the_margin():
+    t = {"fp32": {"step_us": 100.0}, "int4": {"step_us": 97.0}, "int8": {"step_us": 99.0}}
+    assert W.decide(t, margin=0.05) == "fp32"
+    assert W.decide(t, margin=0.0) == "int4"
+    assert W.decide({"fp32": {"step_us": 100.0}, "int4": {"step_us": 40.0}}) == "int4"
