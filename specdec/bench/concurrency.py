@@ -29,6 +29,7 @@ Speed is measured here, never asserted; run under ``flock /tmp/specdec-bench.loc
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import threading
@@ -134,8 +135,8 @@ def run_concurrency(
     backends = {"batch": BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1)}
     if adaptive:
         backends["load"] = BatchBackend(engine, max_batch=max(levels), max_queue=len(ids) + 1, adaptive=True)
-    for backend in backends.values():  # warm-up: start-up timing untimed
-        run_cell(backend, ids[: max(levels)], spec_of["none"], max(levels))
+    for warm in backends.values():  # warm-up: start-up timing untimed
+        run_cell(warm, ids[: max(levels)], spec_of["none"], max(levels))
     cells = [(kind, m) for m in methods for kind in backends if kind == "batch" or m in adaptive]
     for c in levels:  # a method's fixed-k and load-policy cells back to back, so host drift hits both alike
         runs: dict = {cell: [] for cell in cells}
@@ -152,10 +153,14 @@ def run_concurrency(
         for (kind, m), done in runs.items():
             cell, outs = _median_cell(done)
             rows.append({"row": kind, "method": m, "c": c, **cell, "identical": all(o == ref for o in outs)})
-    for backend in [local, *backends.values()]:
-        backend.shutdown(10)
+    for b in [local, *backends.values()]:
+        b.shutdown(10)
+    del b, warm
+    backends.clear()  # their KV slots (up to a quarter of the memory each) go before the peers' rows
+    gc.collect()
     cell, outs = _median_cell(local_runs)
     rows.insert(0, {"row": "local", "method": "none", "c": 1, **cell, "identical": all(o == ref for o in outs)})
+    not_run: list[dict] = []  # peers' cells that could not run here, with the reason
     if hf:
         from specdec.models.loading import load_model
 
@@ -163,16 +168,24 @@ def run_concurrency(
         model = load_model(Path(target.config._name_or_path), "target", "cpu", target.dtype)
         eos = min(engine.eos_ids)
         for c in [lv for lv in levels if lv >= 8] or levels[-1:]:
-            cell, out = _hf_cell(model, ids, c, max_new, eos)
+            try:
+                cell, out = _hf_cell(model, ids, c, max_new, eos)
+            except MemoryError as e:  # transformers sizes its cache from the free memory: a row, not a crash
+                not_run.append({"row": "hf_cb", "method": "none", "c": c, "error": str(e)})
+                print(f"  c={c:<3} hf_cb   not run: {e}", file=sys.stderr)
+                continue
             rows.append({"row": "hf_cb", "method": "none", "c": c, **cell, "identical": out == ref})
             print(f"  c={c:<3} hf_cb   {cell['tok_s']:7.1f} tok/s  identical={out == ref}", file=sys.stderr)
+        del model
+        gc.collect()
     if vllm:
         from specdec.bench.vllm_rows import vllm_rows
         from specdec.catalog.resolve import export_folders
 
         choice = getattr(engine, "choice", None)
         rows += vllm_rows(ids, levels, max_new, ref, vllm, folders=choice and export_folders(choice))
-    return {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "repeats": repeats, "rows": rows}
+    out = {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "repeats": repeats, "rows": rows}
+    return out | ({"not_run": not_run} if not_run else {})
 
 
 def table(result: dict) -> str:
