@@ -111,7 +111,8 @@ def smol():
 @pytest.mark.slow
 def test_smollm2_verifier_rows_equal_plain_steps_bit_for_bit(smol, prompts):
     """On SmolLM2 the batched attention does round a row differently (measured: rows 0 and 1 of a
-    4-token chain after 40 and 200 prompt tokens), so this fails without rowexact.attend_rows."""
+    4-token chain after 40 and 200 prompt tokens), so this fails without the per-row attention
+    (rowexact.attend_rows; for chains its scripted twin, models/scripted.py)."""
     ids = smol.encode(prompts[0])
     for n in (40, 200):
         _check(smol, "int4", ids[:n])

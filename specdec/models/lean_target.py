@@ -13,7 +13,10 @@ Contract:
   ``quant.FORMATS`` other than fp32 runs the weights in that format (``FusedLayer.quantized``).
   ``row_exact`` (int8 and int4): every forward of one token, and every forward with ``exact=True``
   (the verifier's), attends row by row (``rowexact.attend_rows``), so each row of a k-row forward
-  is bit for bit the one-row forward of plain decoding; prefill keeps one batched call.
+  is bit for bit the one-row forward of plain decoding; prefill keeps one batched call. A chain
+  (plain steps, the verifier's chains) runs that forward as one TorchScript function,
+  ``script`` (``scripted.ScriptedLayers``: the same calls, the same floats; None where it does not
+  apply or calibration timed it slower); trees run the eager ``attend_rows``.
 - ``hidden(cache, ids, positions, mask)`` is what ``model.get_decoder()(...).last_hidden_state[0]``
   returns for the same arguments, to float tolerance: ``ids`` [T] long, ``positions`` [T] long
   (any order: tree nodes share depths), ``mask`` None (causal among the T tokens) or the additive
