@@ -14,6 +14,7 @@ def test_measure_times_every_format_and_the_eager_twin_of_a_scripted_one(engine)
         t = timings[fmt]
         assert t["step_us"] > 0 and set(t["verify_us"]) == {str(k) for k in W.VERIFY_K} and t["bytes"] > 0
     assert "eager_step_us" in timings["int4"] and "eager_step_us" not in timings["fp32"]
+    assert "script_step_us" in timings["int4"]  # native by default, TorchScript and eager beside it
     assert timings["int4"]["bytes"] < timings["fp32"]["bytes"] / 4
 
 
@@ -22,3 +23,13 @@ def test_decide_keeps_fp32_unless_another_format_wins_by_the_margin():
     assert W.decide(t, margin=0.05) == "fp32"
     assert W.decide(t, margin=0.0) == "int4"
     assert W.decide({"fp32": {"step_us": 100.0}, "int4": {"step_us": 40.0}}) == "int4"
+
+
+def test_decide_settles_near_ties_by_the_verify_cost():
+    t = {
+        "fp32": {"step_us": 100.0, "verify_us": {"4": 300.0}},
+        "int4": {"step_us": 40.0, "verify_us": {"4": 120.0}},
+        "q4_1": {"step_us": 43.0, "verify_us": {"4": 70.0}},
+    }
+    assert W.decide(t, near=0.1) == "q4_1"
+    assert W.decide(t, near=0.05) == "int4"

@@ -16,13 +16,16 @@ from specdec.models import cache as kv
 from specdec.models.lean_target import ROW_EXACT
 from tests.smol_helpers import smol_engine
 
+SCRIPTED = tuple(f for f in ROW_EXACT if f != "q4_1")  # q4_1 runs natively or eagerly (test_native.py)
+
 
 def _both(engine, fmt: str, ids: list[int], T: int) -> None:
     engine.set_weights(fmt)
     t = engine.target
     lt = t.lean
-    script = lt.script
+    script, native = lt.script, lt.native
     assert script is not None, f"{fmt}: the scripted forward should apply"
+    lt.native = None  # the native forward has its own arithmetic (tests/test_native.py)
     try:
         t.reset()
         t.prefill(ids)
@@ -39,12 +42,12 @@ def _both(engine, fmt: str, ids: list[int], T: int) -> None:
         assert torch.equal(out["eager"][0], out["scripted"][0]), f"{fmt}, T={T}: hidden states differ"
         assert all(torch.equal(a, b) for a, b in zip(out["eager"][1], out["scripted"][1])), f"{fmt}: keys differ"
     finally:
-        lt.script = script
+        lt.script, lt.native = script, native
         t.reset()
         engine.set_weights("fp32")
 
 
-@pytest.mark.parametrize("fmt", ROW_EXACT)
+@pytest.mark.parametrize("fmt", SCRIPTED)
 @pytest.mark.parametrize("T", [1, 5])
 def test_scripted_chain_equals_eager_rows_tiny(engine, prompts, fmt, T):
     _both(engine, fmt, engine.encode(prompts[0])[:40], T)
@@ -61,14 +64,21 @@ def test_scripted_chain_equals_eager_rows_smollm2(prompts, T):
     _both(smol, "int4", smol.encode(prompts[0])[:120], T)
 
 
-def test_calibration_keeps_the_faster_of_scripted_and_eager(engine):
-    from specdec.fast.calibrate_weights import use_script
+def test_calibration_keeps_the_fastest_of_native_scripted_and_eager(engine):
+    from specdec.fast.calibrate_weights import use_forward
 
     try:
         engine.set_weights("int4")
-        assert use_script(engine, {"int4": {"step_us": 10.0, "eager_step_us": 12.0}})
-        assert engine.target.lean.script is not None
-        assert not use_script(engine, {"int4": {"step_us": 10.0, "eager_step_us": 8.0}})
-        assert engine.target.lean.script is None
+        lean = engine.target.lean
+        assert lean.native is not None and lean.script is not None
+        t = {"step_us": 10.0, "script_step_us": 12.0, "eager_step_us": 13.0}
+        assert use_forward(engine, {"int4": t}) == "native" and lean.native is not None
+        assert use_forward(engine, {"int4": t | {"script_step_us": 8.0}}) == "script"
+        assert lean.native is None and lean.script is not None
+        engine.set_weights("fp32")
+        engine.set_weights("int4")
+        lean = engine.target.lean
+        assert use_forward(engine, {"int4": t | {"eager_step_us": 7.0}}) == "eager"
+        assert lean.native is None and lean.script is None
     finally:
         engine.set_weights("fp32")

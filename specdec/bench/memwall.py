@@ -9,11 +9,12 @@ overhead. The bandwidth is measured on the running machine, never assumed.
 Contract:
 - ``bandwidth_gbs(gib=1.0, threads=None)``: the best of a few ``torch.sum`` over a float32
   tensor of ``gib`` GiB (larger than any cache), in GB/s, with the engine's thread count.
-- ``memwall(engine, none_tok_s)``: ``{"format", "kernel", "scripted", "bytes_per_step", "bandwidth_gbs",
+- ``memwall(engine, none_tok_s)``: ``{"format", "kernel", "forward", "scripted", "bytes_per_step", "bandwidth_gbs",
   "limit_tok_s", "none_share"}`` for the bench's JSON (``none_share``: the plain row's tokens/s
   over the limit; None without a plain row) plus the verify cost measured by the weight
-  calibration (``specdec/fast/calibrate_weights.py``) when it ran: ``step_ms`` (``eager_step_ms``:
-  the same step without TorchScript, ``models/scripted.py``) and ``r``
+  calibration (``specdec/fast/calibrate_weights.py``) when it ran: ``step_ms`` (the forward in use;
+  ``script_step_ms``, ``eager_step_ms``: the same step on the others, ``forward`` names the one
+  kept: "native", "script", "eager") and ``r``
   ``{k: verify time of k + 1 rows over one row}``.
 - ``describe(row) -> str``: the line the bench prints.
 """
@@ -32,6 +33,13 @@ KERNELS = {
     "int8": "Q8_0-form int8 groups of 32 as two torch._weight_int4pack_mm_for_cpu passes",
     "int4": "Q4_1-form int4 groups of 32, torch._weight_int4pack_mm_for_cpu (bf16 activations), "
     "LM head int8; row-exact verifier",
+    "q4_1": "GGUF Q4_1 blocks x int8 activations per block, integer dot products (specdec/kernels/q4.cpp, "
+    "AVX-512 VNNI), LM head Q8_0; row-exact verifier",
+}
+FORWARDS = {
+    "native": "; layers as native loops (specdec/kernels/rows.cpp)",
+    "script": "; layers in one TorchScript function",
+    "eager": "",
 }
 
 
@@ -51,11 +59,14 @@ def memwall(engine, none_tok_s: float | None, timings: dict | None = None) -> di
     bw = bandwidth_gbs()
     limit = bw * 1e9 / nbytes
     lean = engine.target.lean if engine.target.path == "lean" else None
-    scripted = getattr(lean, "script", None) is not None
+    forward = ""
+    if lean is not None and lean.row_exact:
+        forward = "native" if lean.native else "script" if lean.script else "eager"
     row = {
         "format": fmt,
-        "kernel": KERNELS.get(fmt, fmt) + ("; layers in one TorchScript function" if scripted else ""),
-        "scripted": scripted,
+        "kernel": KERNELS.get(fmt, fmt) + FORWARDS.get(forward, ""),
+        "forward": forward,
+        "scripted": forward == "script",
         "bytes_per_step": nbytes,
         "bandwidth_gbs": round(bw, 2),
         "limit_tok_s": round(limit, 1),
@@ -64,8 +75,9 @@ def memwall(engine, none_tok_s: float | None, timings: dict | None = None) -> di
     t = (timings or {}).get(fmt)
     if t:
         row["step_ms"] = round(t["step_us"] / 1000, 2)
-        if "eager_step_us" in t:
-            row["eager_step_ms"] = round(t["eager_step_us"] / 1000, 2)
+        for name in ("script", "eager"):
+            if f"{name}_step_us" in t:
+                row[f"{name}_step_ms"] = round(t[f"{name}_step_us"] / 1000, 2)
         row["r"] = {k: round(v / t["step_us"], 2) for k, v in t["verify_us"].items()}
     return row
 

@@ -14,11 +14,12 @@ Contract:
 - ``measure(engine, formats) -> {fmt: {"step_us", "verify_us": {k: us}, "bytes"}}``: the plain
   step (one row), the verifier's forward of k + 1 rows (k in ``VERIFY_K``) and the weight bytes a
   step reads, each the minimum of a few samples; the engine is left on the format it had. Where
-  the format has a scripted forward (``models/scripted.py``) the plain step is timed with it and,
-  as ``eager_step_us``, without it; ``use_script(engine, timings)`` keeps the faster (the two are
-  bit for bit equal, so this is a choice of speed only).
-- ``decide(timings, margin) -> str``: the format with the fastest plain step; fp32 unless another
-  wins by more than ``margin``.
+  the format has faster forwards than the eager one (``models/native.py``, ``models/scripted.py``)
+  the default (native, else TorchScript) is timed as ``step_us`` and the others as
+  ``script_step_us`` and ``eager_step_us``; ``use_forward(engine, timings)`` keeps the fastest.
+- ``decide(timings, margin, near) -> str``: the format with the fastest plain step, where steps
+  within ``near`` of the fastest count as a tie settled by the cheaper verify forward (every
+  speculative step pays it); fp32 unless the choice beats it by more than ``margin``.
 - ``choose(engine, mode)``: "auto" (cached, else measured), "recalibrate", or a format name
   (taken as given); sets it on the engine (and the timings as ``engine.weight_timings``, which
   ``specdec bench`` reports) and returns ``(format, timings or None)``.
@@ -41,6 +42,7 @@ from specdec.models.lean_target import ROW_EXACT
 from specdec.paths import cache_dir
 
 VERIFY_K = (4, 8)
+NEAR = 0.1  # plain steps this close count as a tie, settled by the verify cost r(4)
 
 
 def candidates(engine) -> list[str]:
@@ -78,36 +80,53 @@ def _timed(target) -> dict:
 
     fns = {"1": run(Draft.empty())} | {str(k): run(Draft.chain(ids[:k])) for k in VERIFY_K}
     lean = target.lean if target.path == "lean" else None
-    script = getattr(lean, "script", None)
-    if script is not None:  # the same forward without TorchScript (models/scripted.py): bit for bit equal
-        fns["eager"] = _without_script(lean, fns["1"])
+    for name, (native, script) in _forwards(lean).items():  # the same step on the other forwards
+        fns[name] = _with(lean, native, script, fns["1"])
     t = best_of(fns, calls=2, samples=3)
     target.reset()
     out = {"step_us": t["1"], "verify_us": {k: t[str(k)] for k in map(str, VERIFY_K)}, "bytes": step_bytes(target)}
-    return out | ({"eager_step_us": t["eager"]} if "eager" in t else {})
+    return out | {f"{name}_step_us": t[name] for name in _forwards(lean)}
 
 
-def _without_script(lean, fn):
-    def eager():
-        script, lean.script = lean.script, None
+def _forwards(lean) -> dict:
+    """The row-exact forwards other than the default one (native, else TorchScript): name ->
+    (native, script) settings of ``LeanTarget``."""
+    native, script = getattr(lean, "native", None), getattr(lean, "script", None)
+    out = {}
+    if native is not None and script is not None:
+        out["script"] = (None, script)
+    if native is not None or script is not None:
+        out["eager"] = (None, None)
+    return out
+
+
+def _with(lean, native, script, fn):
+    def run():
+        before = lean.native, lean.script
+        lean.native, lean.script = native, script
         try:
             fn()
         finally:
-            lean.script = script
+            lean.native, lean.script = before
 
-    return eager
+    return run
 
 
-def use_script(engine, timings: dict | None) -> bool:
-    """Keep the scripted forward (``models/scripted.py``) unless its plain step timed slower than
-    the eager one; returns whether it is in use."""
+def use_forward(engine, timings: dict | None) -> str:
+    """Keep the forward whose plain step timed fastest (``models/native.py``, ``models/scripted.py``
+    or eager); returns its name ("native", "script", "eager" or "" off the lean path). Native is
+    the default's choice wherever it exists; the others are bit for bit equal to each other, and
+    the native one is used for every row-exact forward or for none, so this is a choice of speed."""
     lean = engine.target.lean if engine.target.path == "lean" else None
-    if lean is None or getattr(lean, "script", None) is None:
-        return False
+    if lean is None or not getattr(lean, "row_exact", False):
+        return ""
+    default = "native" if lean.native is not None else "script" if lean.script is not None else "eager"
     t = (timings or {}).get(engine.target.weights, {})
-    if t.get("eager_step_us", float("inf")) < t.get("step_us", 0.0):
-        lean.script = None
-    return lean.script is not None
+    times = {default: t.get("step_us", 0.0)} | {n: t[f"{n}_step_us"] for n in _forwards(lean) if f"{n}_step_us" in t}
+    best = min(times, key=times.get)
+    if best != default:
+        lean.native, lean.script = _forwards(lean)[best]
+    return best
 
 
 def measure(engine, formats: list[str]) -> dict:
@@ -121,14 +140,16 @@ def measure(engine, formats: list[str]) -> dict:
     return out
 
 
-def decide(timings: dict, margin: float = MARGIN) -> str:
+def decide(timings: dict, margin: float = MARGIN, near: float = NEAR) -> str:
     fp32 = timings.get("fp32", {}).get("step_us", float("inf"))
-    best = min(timings, key=lambda f: timings[f]["step_us"])
+    fastest = min(t["step_us"] for t in timings.values())
+    close = [f for f in timings if timings[f]["step_us"] <= fastest * (1 + near)]
+    best = min(close, key=lambda f: (timings[f].get("verify_us", {}).get("4", float("inf")), timings[f]["step_us"]))
     return best if timings[best]["step_us"] < fp32 * (1 - margin) else "fp32"
 
 
 def _cache_file(engine):
-    key = f"{cpu_name()}|{os.cpu_count()}|{torch.__version__}|{engine.model_name}|{torch.get_num_threads()}|script"
+    key = f"{cpu_name()}|{os.cpu_count()}|{torch.__version__}|{engine.model_name}|{torch.get_num_threads()}|native"
     return cache_dir() / f"weights-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
@@ -158,5 +179,5 @@ def choose(engine, mode: str = "auto") -> tuple[str, dict | None]:
     fmt = decide(timings)
     engine.set_weights(fmt)
     engine.weight_timings = timings
-    use_script(engine, timings)
+    use_forward(engine, timings)
     return fmt, timings

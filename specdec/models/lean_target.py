@@ -16,7 +16,10 @@ Contract:
   is bit for bit the one-row forward of plain decoding; prefill keeps one batched call. A chain
   (plain steps, the verifier's chains) runs that forward as one TorchScript function,
   ``script`` (``scripted.ScriptedLayers``: the same calls, the same floats; None where it does not
-  apply or calibration timed it slower); trees run the eager ``attend_rows``.
+  apply or calibration timed it slower); trees run the eager ``attend_rows``. On int4, ``native``
+  (``native.NativeLayers``, compiled loops around the same int4 matmuls; its own arithmetic) takes
+  every row-exact forward, chains and trees, when it built and calibration timed it fastest:
+  plain steps and verifier rows then all come from it.
 - ``hidden(cache, ids, positions, mask)`` is what ``model.get_decoder()(...).last_hidden_state[0]``
   returns for the same arguments, to float tolerance: ``ids`` [T] long, ``positions`` [T] long
   (any order: tree nodes share depths), ``mask`` None (causal among the T tokens) or the additive
@@ -34,10 +37,11 @@ import torch.nn.functional as F
 
 from specdec.models import cache as kv
 from specdec.models.lean import FusedLayer, LeanLlama, causal_mask, dims, rope_table
+from specdec.models.native import NativeLayers
 from specdec.models.rowexact import attend_rows, visible_rows
 from specdec.models.scripted import ScriptedLayers
 
-ROW_EXACT = ("int8", "int4")  # formats whose linears are row-invariant (quant.row_invariant)
+ROW_EXACT = ("int8", "int4", "q4_1")  # formats whose linears are row-invariant (quant.row_invariant)
 
 
 def supports_quantized(model: torch.nn.Module) -> bool:
@@ -66,6 +70,7 @@ class LeanTarget:
         else:
             self.layers = [FusedLayer.quantized(layer, H, KV, eps, fmt) for layer in m.layers]
         self.script = ScriptedLayers.of(self.layers) if self.row_exact else None
+        self.native = NativeLayers.of(self.layers) if fmt in ("int4", "q4_1") else None
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float()
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
@@ -92,7 +97,9 @@ class LeanTarget:
             att = mask[0, 0]
         x = self.embed[ids]
         bufs = kv.reserve(cache, L + T, self.n_kv, self.head_dim, x)
-        if self.row_exact and (exact or T == 1) and mask is None and self.script is not None:
+        if self.row_exact and (exact or T == 1) and self.native is not None:
+            x = self.native.rows(x, cos, sin, bufs, L, None if mask is None else visible_rows(mask, L))
+        elif self.row_exact and (exact or T == 1) and mask is None and self.script is not None:
             x = self.script.chain(x, cos, sin, bufs, L)
         elif self.row_exact and (exact or T == 1):
             seen = None if mask is None else visible_rows(mask, L)

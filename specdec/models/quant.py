@@ -36,7 +36,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-FORMATS = ("fp32", "bf16", "int8", "int4")
+from specdec.models import blocks
+
+FORMATS = ("fp32", "bf16", "int8", "int4", "q4_1")
+HEAD = {"int4": "int8", "q4_1": "q8_0"}  # the LM head's format beside the layers' (SmolLM2's is Q8_0)
 GROUP = 32  # Q4_1's block: the int4 kernel's group along the input columns
 
 
@@ -46,8 +49,10 @@ def _int4_ok() -> bool:
 
 def available(fmt: str, w: torch.Tensor) -> bool:
     """Whether ``fmt`` runs here for a float32 CPU weight ``w`` [out, in]."""
-    if w.device.type != "cpu" or fmt not in FORMATS:
+    if w.device.type != "cpu" or fmt not in (*FORMATS, "q8_0"):
         return False
+    if fmt in ("q4_1", "q8_0"):
+        return blocks.available(w)
     if fmt == "int4":
         return _int4_ok() and w.shape[1] % GROUP == 0 and w.shape[0] % 16 == 0
     if fmt == "int8":
@@ -136,7 +141,7 @@ def _int4(w: torch.Tensor) -> tuple:
     return run, nbytes, err
 
 
-_MAKERS = {"fp32": _fp32, "bf16": _bf16, "int8": _int8, "int4": _int4}
+_MAKERS = {"fp32": _fp32, "bf16": _bf16, "int8": _int8, "int4": _int4, "q4_1": blocks.q4_1, "q8_0": blocks.q8_0}
 
 
 @torch.inference_mode()

@@ -78,7 +78,7 @@ class Target:
             self.lean, self.path, self.head.low = (LeanTarget(self.model) if _lean_ok(self.model) else None), "hf", None
         else:
             self.lean, self.path = LeanTarget(self.model, fmt=fmt), "lean"
-            self.head.low = Q.quantize(self.lm_head.weight, "int8" if fmt == "int4" else fmt)
+            self.head.low = Q.quantize(self.lm_head.weight, Q.HEAD.get(fmt, fmt))
         self.weights = fmt
         self.reset()
 
