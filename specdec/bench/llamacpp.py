@@ -24,6 +24,7 @@ dequantized weights in floating point, so greedy paths may part where two logits
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -248,18 +249,26 @@ def draft_gguf(engine) -> tuple[Path | None, str]:
     return (path, "") if path.is_file() else (None, f"no llamacpp-draft row: {path} is missing")
 
 
-def runner_for(engine, target=None):
-    """``(texts, ids, max_new, repeats) -> (rows, config)`` for run_bench, checked (and llama-server
-    built) before any of our rows run."""
-    import torch
+def cores() -> int:
+    """The cores this process may run on: llama.cpp's default thread count here."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
+
+def runner_for(engine, target=None, threads: int | None = None):
+    """``(texts, ids, max_new, repeats) -> (rows, config)`` for run_bench, checked (and llama-server
+    built) before any of our rows run. ``threads``: llama.cpp's, default every core this process may
+    use (our engine's count is its calibration's, which keeps one thread where a second buys
+    nothing for its own step; llama.cpp's may still gain, and the comparison is each at its best)."""
     from specdec.bench.llamacpp_build import server_binary
 
     gguf, exe = engine_gguf(engine, target), server_binary()
     draft, why = draft_gguf(engine)
     if why:
         print(why, file=sys.stderr)
-    threads = torch.get_num_threads()
+    threads = threads or cores()
 
     def run(texts, ids, max_new, repeats):
         return llamacpp_rows(gguf, threads, ids, max_new, texts, repeats, draft, exe=exe)

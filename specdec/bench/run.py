@@ -238,7 +238,7 @@ def main(args) -> int:
         from specdec.bench.llamacpp_build import BuildError
 
         try:
-            opts["llamacpp"] = runner_for(engine, args.target)
+            opts["llamacpp"] = runner_for(engine, args.target, getattr(args, "llamacpp_threads", None))
         except (LlamaCppError, BuildError) as e:
             print(f"specdec bench: error: {e}", file=sys.stderr)
             return 2

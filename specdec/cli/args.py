@@ -75,11 +75,13 @@ def add_model_args(p: argparse.ArgumentParser, default: str = DEFAULT_MODEL) -> 
     g.add_argument(
         "--weights",
         default="auto",
-        choices=("auto", "fp32", "bf16", "int8", "int4"),
-        help="the target's weight format: fp32 (exactly transformers' arithmetic), bf16, int8 or int4 "
-        "(the GGUF's 4-bit blocks; the lean row-exact forward, docs/memwall.md); auto (default): for "
-        "a catalogue model from a GGUF, the fastest row-exact format measured on this machine, else fp32 "
-        "(also fp32 where requests are batched, --max-batch > 1: batched rows are not row-exact)",
+        choices=("auto", "fp32", "bf16", "int8", "int4", "q4_1"),
+        help="the target's weight format: fp32 (exactly transformers' arithmetic), bf16, int8, int4 "
+        "(the GGUF's 4-bit blocks through torch's int4 kernel) or q4_1 (the same blocks through the "
+        "project's native kernel, int8 activations, AVX-512 VNNI CPUs); the 4- and 8-bit formats run the "
+        "lean row-exact forward, docs/memwall.md. auto (default): for a catalogue model from a GGUF, "
+        "the fastest row-exact format measured on this machine, else fp32 (also fp32 where requests "
+        "are batched, --max-batch or --concurrency above 1: batched rows are not row-exact)",
     )
     g.add_argument(
         "--recalibrate",

@@ -197,6 +197,14 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         "$SPECDEC_LLAMACPP names another llama-server; docs/bench.md)",
     )
     h.add_argument(
+        "--llamacpp-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="llama.cpp's threads with --compare-llamacpp (default: every core this process may use; "
+        "our engine's count is its calibration's)",
+    )
+    h.add_argument(
         "--hf-assistant-tokens",
         type=_positive,
         default=None,
