@@ -8,9 +8,10 @@ of int4 against fp32 and the share of positions whose argmax agrees; and the fre
 agreement (identical continuations, mean common prefix) of our int4 plain decoding with
 transformers' fp32 greedy.
 
-Usage: ``python -m experiments.int4_precision --prompts all --limit 1 --n 64 --json out.json``.
+Usage: ``python -m experiments.int4_precision --prompts all --limit 1 --n 64 [--weights q4_1] --json out.json``.
+``--weights q4_1`` measures the native Q4_1 x int8 kernel (``models/blocks.py``) the same way.
 Not part of the engine: a measurement to quote in docs/log/memwall.md (its results:
-docs/results/int4-precision-smollm2.json).
+docs/results/int4-precision-smollm2.json, q4_1-precision-smollm2.json).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=1)
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--weights", default="int4", help="the 4-bit format measured: int4 or q4_1")
     a = ap.parse_args()
     choice = resolve("smollm2-135m")
     engine = load_engine(choice.target, None, "cpu", "float32", "auto", heads=None)
@@ -68,7 +70,7 @@ def main() -> None:
         ref = ref[0, len(ids) :].tolist()
         engine.set_weights("fp32")
         lf = _logits(engine, ids, ref)
-        engine.set_weights("int4")
+        engine.set_weights(a.weights)
         lq = _logits(engine, ids, ref)
         mine = engine.generate(ids, GenerateSpec(method="none", max_new_tokens=a.n)).tokens
         engine.set_weights("fp32")
@@ -84,6 +86,7 @@ def main() -> None:
         print(row, flush=True)
         out.append(row)
     summary = {
+        "weights": a.weights,
         "prompts": len(out),
         "identical": sum(r["identical"] for r in out),
         "mean_common_prefix": sum(r["common_prefix"] for r in out) / len(out),

@@ -15,6 +15,7 @@ import torch
 
 from specdec.bench.llamacpp_build import root as llamacpp_root
 from specdec.catalog.store import models_root
+from specdec.kernels import root as kernels_root
 from specdec.models.loading import ASSETS, DEFAULT_DRAFT, DEFAULT_TARGET
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
@@ -24,6 +25,8 @@ os.environ.setdefault("SPECDEC_MODELS", str(models_root()))
 os.environ.setdefault("SPECDEC_MODEL", "tiny")
 # so does llama.cpp's build (specdec/bench/llamacpp_build.py: 15 minutes, once per machine)
 os.environ.setdefault("SPECDEC_LLAMACPP_ROOT", str(llamacpp_root()))
+# and the native kernels, compiled once per machine, source and torch (specdec/kernels/)
+os.environ.setdefault("SPECDEC_KERNELS", str(kernels_root()))
 # calibration caches its timings per machine (specdec/fast/calibrate.py): the suite keeps its own, fresh
 os.environ.setdefault("SPECDEC_CACHE", tempfile.mkdtemp(prefix="specdec-test-cache-"))
 

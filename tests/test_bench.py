@@ -186,3 +186,20 @@ def test_cli_end_to_end_json(engine, tmp_path, capsys) -> None:
     data = json.loads(out.read_text())
     assert list(data["methods"]) == ["none", "lookup@k=2", "lookup@k=auto"] and data["hf"] == {}
     assert data["config"]["machine"]["torch_threads"] >= 1 and data["config"]["models"]["draft"] is None
+
+
+def test_each_timed_request_starts_cold(engine, prompts) -> None:
+    """Our rows must prefill every request as the peers' rows do: after one request the target,
+    the kept prefixes and the draft's cache hold the prompt; ``cold`` forgets them all."""
+    from specdec.bench.run import cold
+    from specdec.core.config import GenerateSpec
+    from specdec.models import prefixes
+
+    ids = engine.encode(prompts[0])[:60]
+    engine.generate(ids, GenerateSpec(method="draft", max_new_tokens=8))
+    assert len(engine.target.ids) >= len(ids) - 1 and engine.proposers["draft"].ids
+    cold(engine)
+    assert engine.target.ids == [] and not prefixes.kept(engine.target)
+    assert engine.proposers["draft"].ids == [] and not engine.proposers["draft"].kept.kept
+    out = engine.generate(ids, GenerateSpec(method="draft", max_new_tokens=8))
+    assert out.stats.prefill_s > 0 and len(engine.target.ids) >= len(ids) - 1

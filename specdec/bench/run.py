@@ -9,6 +9,7 @@ carries its figures per category (``row["categories"][cat]``, specdec/bench/cate
 ``fastest_plain["categories"]`` each category's baseline. Given ``llamacpp`` (a callable from
 specdec/bench/llamacpp.py), llama.cpp's rows run after ours, on the same token ids, and land in
 ``result["llamacpp"]`` with the same figures (speedups against our ``none``) and their agreement.
+Each of our timed requests starts cold (``cold``: no cached prompt), as the peers' do.
 ``main(args)`` is the CLI: it reads the prompts (a file, a folder or a set name, ``--categories``,
 ``--limit`` per category; specdec/bench/prompts.py), loads the models, renders conversations
 through the model's chat template, prints the table (and the per-category one) and optionally
@@ -81,6 +82,23 @@ def _machine() -> dict:
     }
 
 
+def cold(engine) -> None:
+    """Forget every cached prompt before a timed request, so it prefills from scratch as
+    llama.cpp's rows (prompt cache off) and transformers' do. Without this, the rows that follow
+    another of ours on the same prompt reused its prefill (the target's longest common prefix,
+    kept prefixes, the draft's and EAGLE's caches), which flattered them on long prompts."""
+    from specdec.models import prefixes
+
+    prefixes.forget(engine.target)
+    engine.target.reset()
+    for prop in engine.proposers.values():
+        if hasattr(prop, "ids"):  # the draft model's and EAGLE's own caches follow ``ids``
+            prop.ids = []
+        kept = getattr(prop, "kept", None)
+        if kept is not None and hasattr(kept, "clear"):
+            kept.clear()
+
+
 def run_bench(
     engine,
     prompts: list[str],
@@ -118,7 +136,7 @@ def run_bench(
         spec = GenerateSpec(
             method=r.method, k=r.k if r.k is not None else "auto", max_new_tokens=max_new_tokens, sampling=greedy
         )
-        runners[r.name] = lambda x, spec=spec: engine.generate(x, spec)
+        runners[r.name] = lambda x, spec=spec: (cold(engine), engine.generate(x, spec))[1]
     hf = {}
     if compare_hf:
         from specdec.bench.hf import hf_runners

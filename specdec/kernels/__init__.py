@@ -5,8 +5,9 @@ integer dot products, ``specdec/models/quant.py``'s "q4_1" format).
 Why compiled here and not shipped built: the loops are compiled for this CPU (``-march=native``:
 AVX-512 where it exists), against the torch that is installed, with the C++ compiler a Python
 install with headers already has. Nothing is fetched. The build takes about 20-40 s once; its
-result lives in ``cache_dir()/kernels/<hash>/`` keyed by the source, torch's version and the CPU,
-so a changed source, torch or machine builds again. Where there is no compiler or the build
+result lives in ``root()/<hash>/`` (``$SPECDEC_KERNELS``, else ``<cache>/kernels``) keyed by the
+sources, torch's version and the CPU, so a changed source, torch or machine builds again. Where
+there is no compiler or the build
 fails, ``native()`` is None with the reason in ``why_not()``, and the engine keeps its TorchScript
 and eager forwards (same results on every path; only speed differs).
 
@@ -14,6 +15,7 @@ Contract:
 - ``native()``: ``torch.ops.specdec_native`` once built and loaded (building it if needed, with a
   line on stderr), None where it cannot be; ``$SPECDEC_NATIVE=0`` turns it off.
 - ``why_not()``: why ``native()`` is None ("" when it is not).
+- ``root()``: where built libraries live.
 - ``build(force=False) -> Path``: compile (or find) the shared library; raises ``RuntimeError``
   with the compiler's message on failure.
 """
@@ -47,9 +49,15 @@ def _cpu_flags() -> str:
     return os.uname().machine
 
 
+def root() -> Path:
+    """``$SPECDEC_KERNELS``, else ``<cache>/kernels``: where built libraries live (apart from the
+    other caches, as models are, so a test suite's fresh cache does not rebuild them)."""
+    return Path(os.environ["SPECDEC_KERNELS"]) if os.environ.get("SPECDEC_KERNELS") else cache_dir() / "kernels"
+
+
 def _library() -> Path:
     key = "|".join([*(p.read_text() for p in SOURCES), torch.__version__, _cpu_flags(), sys.platform])
-    return cache_dir() / "kernels" / hashlib.sha256(key.encode()).hexdigest()[:16] / "libspecdec_native.so"
+    return root() / hashlib.sha256(key.encode()).hexdigest()[:16] / "libspecdec_native.so"
 
 
 def _command(out: Path) -> list[str]:
