@@ -117,33 +117,10 @@ void tile_rows(const Quantized& a, int64_t t0, int64_t K, const Tile& tile, floa
   for (int r = 0; r < NT; ++r) _mm512_storeu_ps(out + r * N, acc[r]);
 }
 #else
-// The same arithmetic output by output, for CPUs without AVX-512 VNNI (slow; calibration then
-// keeps torch's kernels).
+// Without AVX-512 VNNI the block formats are not offered (models/blocks.py asks ``vnni()``).
 template <bool kQ4, int NT>
-void tile_rows(const Quantized& a, int64_t t0, int64_t K, const Tile& tile, float* out, int64_t N) {
-  const int64_t G = K / kBlock;
-  float acc[NT][16] = {};
-  for (int64_t g = 0; g < G; ++g) {
-    for (int r = 0; r < NT; ++r) {
-      const int64_t t = t0 + r;
-      const int8_t* xq = a.q.data() + t * K + g * kBlock;
-      for (int o = 0; o < 16; ++o) {
-        int32_t isum = kQ4 ? 0 : a.corr[t * G + g];
-        for (int c = 0; c < 8; ++c)
-          for (int i = 0; i < 4; ++i) {
-            const int e = o * 4 + i;
-            const uint8_t* q = tile.w + (g * 8 + c) * (kQ4 ? 32 : 64);
-            const int wv = kQ4 ? (e < 32 ? q[e] & 15 : q[e - 32] >> 4) : q[e];
-            isum += wv * xq[c * 4 + i];
-          }
-        const float d = static_cast<float>(tile.d[g * 16 + o]);
-        acc[r][o] = std::fma(static_cast<float>(isum), d * a.scale[t * G + g], acc[r][o]);
-        if (kQ4) acc[r][o] = std::fma(static_cast<float>(tile.m[g * 16 + o]), a.sum[t * G + g], acc[r][o]);
-      }
-    }
-  }
-  for (int r = 0; r < NT; ++r)
-    for (int o = 0; o < 16; ++o) out[r * N + o] = acc[r][o];
+void tile_rows(const Quantized&, int64_t, int64_t, const Tile&, float*, int64_t) {
+  TORCH_CHECK(false, "the block linears need AVX-512 VNNI");
 }
 #endif
 

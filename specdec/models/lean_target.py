@@ -70,7 +70,8 @@ class LeanTarget:
         else:
             self.layers = [FusedLayer.quantized(layer, H, KV, eps, fmt) for layer in m.layers]
         self.script = ScriptedLayers.of(self.layers) if self.row_exact else None
-        self.native = NativeLayers.of(self.layers) if fmt in ("int4", "q4_1") else None
+        native = fmt in ("int4", "q4_1") and self.embed.dtype == torch.float32  # rows.cpp: float32 caches
+        self.native = NativeLayers.of(self.layers) if native else None
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float()
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))

@@ -1,20 +1,22 @@
-"""The row-exact forward on int4 weights as one native call (``specdec/kernels/rows.cpp``).
+"""The row-exact forward on 4-bit weights as one native call (``specdec/kernels/rows.cpp``).
 
 Why: the TorchScript chain (``scripted.py``) removed Python's dispatch but still pays about 35 aten
 calls a layer, each a few microseconds on a tensor of 576 floats, and the CPU's attention kernel
 costs tens of microseconds for one query. The native forward runs norm, rotary, attention and the
-MLP's activation as plain loops around torch's own int4 matmuls, and serves chains and trees alike
-(a tree node reads its ancestors' keys in place, in the order plain decoding would have them).
+MLP's activation as plain loops around the format's matmuls (torch's int4 kernel for "int4",
+``kernels/q4.cpp`` for "q4_1"), and serves chains and trees alike (a tree node reads its
+ancestors' keys in place, in the order plain decoding would have them).
 
 Exactness: its arithmetic is its own (not the eager path's), so it is used for every row-exact
 forward of a target or for none: plain steps, chains and trees all come from the same loops, and
-each row's floats do not depend on the other rows (tests/test_native.py checks a k-row forward,
-chain and tree, against one-row steps bit for bit, and the result against the eager path to float
-tolerance).
+each row's floats do not depend on the other rows (tests/test_quant.py checks k-row forwards,
+chains and trees, against one-row steps bit for bit; tests/test_native.py the result against the
+eager path to float tolerance).
 
 Contract:
 - ``NativeLayers.of(layers)``: None unless ``kernels.native()`` built and every layer is
-  ``FusedLayer.quantized`` on int4 weights; else the packed operands.
+  ``FusedLayer.quantized`` on int4 or q4_1 weights; else the packed operands (``LeanTarget`` asks
+  only for a float32 model: the loops read float32 caches).
 - ``rows(x, cos, sin, bufs, start, visible)``: ``rowexact.attend_rows`` layer after layer for x
   [T, hidden] at slots [start, start + T), ``visible`` None (a chain) or per row the new tokens'
   indices it sees (sorted, its own last); keys and values written into ``bufs``; returns the last
