@@ -1,4 +1,4 @@
-// The row-exact forward of a Llama/Qwen2 decoder on int4 weights, every row by the same loops.
+// The row-exact forward of a Llama/Qwen2 decoder on 4-bit weights, every row by the same loops.
 //
 // Contract (specdec/kernels/__init__.py builds this file, specdec/models/native.py calls it):
 // specdec_native::rows(x, w, cos, sin, ks, vs, start, vis, vis_off, H, KV, hd, eps) -> x'
@@ -17,7 +17,7 @@
 //
 // Why: a plain step of a small model on 4-bit weights is bound by per-operation overhead, not by
 // bytes. Here norm, rotary, attention and the gated MLP's activation are plain loops, so a layer
-// costs its four int4 matmuls and little else. Exactness: every row's floats come from the same
+// costs its four 4-bit matmuls and little else. Exactness: every row's floats come from the same
 // loops in the same order whatever T and whatever other rows exist (the matmul kernel computes each
 // output row alone, quant.row_invariant), and a tree node's keys are read in the order plain
 // decoding would have them, so a verifier row is bit for bit the plain step's row.

@@ -21,7 +21,9 @@ bfloat16 GEMMs choose their blocking by the row count, so the rounding of a row 
 
 Contract:
 - ``FORMATS``: "fp32" (the weight as is), "bf16", "int8" (symmetric, Q8_0's form) and "int4"
-  (asymmetric, Q4_1's form), both per ``GROUP`` input columns of each output row.
+  (asymmetric, Q4_1's form), both per ``GROUP`` input columns of each output row, and "q4_1" (the
+  same blocks through the native integer kernel, ``blocks.py``); ``HEAD`` the LM head's format
+  beside a layers' format ("q8_0" beside "q4_1": ``blocks.q8_0``, not offered for layers).
 - ``QLinear`` (``quantize(w, fmt, bias=None)``): ``q(x)`` is ``x W^T + b`` in float32 for float32
   x [rows, in] (or [in]); ``q.fmt``, ``q.shape`` (out, in), ``q.nbytes`` (the bytes one call reads
   for its weight), ``q.error`` (max |W - W'| of the stored weight against ``w``, 0 for fp32).
