@@ -7,9 +7,9 @@ AVX-512 where it exists), against the torch that is installed, with the C++ comp
 install with headers already has. Nothing is fetched. The build takes about 20-40 s once; its
 result lives in ``root()/<hash>/`` (``$SPECDEC_KERNELS``, else ``<cache>/kernels``) keyed by the
 sources, torch's version and the CPU, so a changed source, torch or machine builds again. Where
-there is no compiler or the build
-fails, ``native()`` is None with the reason in ``why_not()``, and the engine keeps its TorchScript
-and eager forwards (same results on every path; only speed differs).
+there is no compiler or the build fails, ``native()`` is None with the reason in ``why_not()``,
+and the engine keeps its TorchScript and eager forwards (each exact against its own plain
+decoding; only speed and rounding differ).
 
 Contract:
 - ``native()``: ``torch.ops.specdec_native`` once built and loaded (building it if needed, with a
@@ -89,7 +89,7 @@ def build(force: bool = False) -> Path:
     if shutil.which(cxx) is None:
         raise RuntimeError(f"no C++ compiler ({cxx}) on PATH")
     out.parent.mkdir(parents=True, exist_ok=True)
-    print("specdec: compiling the native int4 forward for this CPU (once, about 30 s)...", file=sys.stderr, flush=True)
+    print("specdec: compiling the native 4-bit kernels for this CPU (once, about 30 s)...", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         part = Path(tmp) / out.name
         done = subprocess.run(_command(part), capture_output=True, text=True)
