@@ -71,11 +71,28 @@ def set_k(page, k: str) -> None:
     page.get_by_role("option", name=k, exact=True).click()
 
 
-LONGTASKS = """
-window.sdLong = [];
-new PerformanceObserver(list => { for (const e of list.getEntries()) window.sdLong.push(e.duration); })
-  .observe({type: 'longtask', buffered: true});
-"""
+TRACE_CATEGORIES = ["toplevel", "disabled-by-default-devtools.timeline"]
+
+
+def main_thread_tasks(trace: bytes, min_ms: float = 50.0) -> list[tuple[float, float]]:
+    """(wall ms, thread ms) of every task of at least ``min_ms`` wall time that a page's main thread
+    (``CrRendererMain``) ran in a Chromium trace (``browser.start_tracing(categories=TRACE_CATEGORIES)``).
+    Wall time is what a long task is (PerformanceObserver's ``duration``); thread time is the CPU the
+    task itself used, which does not stretch when other processes on the machine take the cores."""
+    import json
+
+    events = json.loads(trace)["traceEvents"]
+    main = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and e["args"].get("name") == "CrRendererMain"
+    }
+    return [
+        (e["dur"] / 1000, e.get("tdur", e["dur"]) / 1000)
+        for e in events
+        if e.get("ph") == "X" and e.get("name") == "RunTask" and (e["pid"], e["tid"]) in main
+        if e["dur"] >= min_ms * 1000
+    ]
 
 
 def healed_greedy(engine, prompt: str, max_new_tokens: int):

@@ -18,11 +18,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from specdec.catalog import known, store
     from specdec.training.chat_train import ChatOptions, train_chat
 
-    if args.what not in ("draft", "medusa", "eagle"):
-        raise SystemExit("specdec train --model NAME: say what to train: draft, medusa or eagle")
+    if args.what not in ("data", "draft", "medusa", "eagle"):
+        raise SystemExit("specdec train --model NAME: say what to make: data, draft, medusa or eagle")
     m = known.get(args.model)
     if m.assets is None or not m.chat:
         raise SystemExit(f"specdec train: {args.model} has no assets folder or no chat template")
+    if args.what == "data":
+        return cmd_data(args, m)
     opt = ChatOptions(
         target=args.target or store.require(m),
         out=args.out if args.out != Path("assets") else m.assets,
@@ -37,8 +39,25 @@ def cmd_chat(args: argparse.Namespace) -> int:
         max_minutes=args.max_minutes,
         n_heads=args.n_heads,
         nodes=args.nodes if args.nodes != 24 else 16,
+        data=args.data,
     )
     train_chat(args.what, opt)
+    return 0
+
+
+def cmd_data(args: argparse.Namespace, m) -> int:
+    """Magpie + shipped prompts answered by llama-server, then the target's features over them."""
+    from specdec.catalog import store
+    from specdec.training import features, magpie
+    from specdec.training.selfdistill import load_tokenizer
+
+    target = args.target or store.require(m)
+    cache = args.cache if args.cache != Path(".cache/specdec-heads") else args.cache / m.name
+    tok = load_tokenizer(target)
+    meta = magpie.run(store.gguf_path(m), tok, cache / "magpie", args.tokens, args.parallel, args.threads, args.max_new)
+    print(f"answers: {meta}")
+    got = features.features(target, cache / "magpie" / "answers.jsonl", cache / "text" / "magpie")
+    print(f"features: {got}")
     return 0
 
 
@@ -116,7 +135,7 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
         "what",
         nargs="?",
         default="models",
-        choices=["models", "draft", "medusa", "eagle"],
+        choices=["models", "data", "draft", "medusa", "eagle"],
         help="what to train (default: models)",
     )
     t.add_argument("--out", type=Path, default=Path("assets"), help="where the model folders go (default: assets)")
@@ -211,3 +230,18 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         help="stop training after this many minutes, checkpointed (a re-run resumes; default: no cap)",
     )
     c.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    c.add_argument(
+        "--tokens",
+        type=int,
+        default=1_000_000,
+        help="data: answer tokens to reach (resumable; default 1,000,000)",
+    )
+    c.add_argument("--parallel", type=int, default=8, help="data: llama-server's parallel slots (default 8)")
+    c.add_argument(
+        "--data",
+        choices=["shipped", "magpie"],
+        default="shipped",
+        help="draft/medusa/eagle: train on the target's answers to --prompts (shipped), or on the set "
+        "`specdec train --model NAME data` made (magpie: the shipped prompts and the target's own, "
+        "answered by llama.cpp; default: shipped)",
+    )

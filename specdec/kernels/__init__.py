@@ -16,6 +16,9 @@ Contract:
   line on stderr), None where it cannot be; ``$SPECDEC_NATIVE=0`` turns it off.
 - ``why_not()``: why ``native()`` is None ("" when it is not).
 - ``root()``: where built libraries live.
+- ``march()``: the ``-march`` the library is compiled for: ``$SPECDEC_KERNELS_MARCH``, else "native".
+  Another value (e.g. "x86-64-v3": AVX2, no AVX-512) builds the paths another CPU would take, so
+  they are tested here too (tests/test_native.py); part of the library's cache key.
 - ``build(force=False) -> Path``: compile (or find) the shared library; raises ``RuntimeError``
   with the compiler's message on failure.
 """
@@ -55,8 +58,12 @@ def root() -> Path:
     return Path(os.environ["SPECDEC_KERNELS"]) if os.environ.get("SPECDEC_KERNELS") else cache_dir() / "kernels"
 
 
+def march() -> str:
+    return os.environ.get("SPECDEC_KERNELS_MARCH") or "native"
+
+
 def _library() -> Path:
-    key = "|".join([*(p.read_text() for p in SOURCES), torch.__version__, _cpu_flags(), sys.platform])
+    key = "|".join([*(p.read_text() for p in SOURCES), torch.__version__, _cpu_flags(), sys.platform, march()])
     return root() / hashlib.sha256(key.encode()).hexdigest()[:16] / "libspecdec_native.so"
 
 
@@ -65,7 +72,7 @@ def _command(out: Path) -> list[str]:
 
     lib = Path(torch.__file__).parent / "lib"
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    flags = ["-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC", "-std=c++20", "-w"]
+    flags = ["-O3", f"-march={march()}", "-fopenmp-simd", "-shared", "-fPIC", "-std=c++20", "-w"]
     return [
         os.environ.get("CXX", "g++"),
         *flags,

@@ -19,6 +19,7 @@ checkpointed, after ``max_minutes``), (4) measures validation accuracy and write
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,14 +57,25 @@ class ChatOptions:
     draft_width: int = 256
     draft_layers: int = 2
     draft_ffn: int = 768
+    data: str = "shipped"  # "shipped": the target's answers to ``prompts``; "magpie": ``specdec train data``'s set
     extra: dict = field(default_factory=dict)
 
 
 def texts(opt: ChatOptions) -> tuple[list[dict], dict]:
-    prompts = [r["prompt"] for r in read(opt.prompts)]
-    prompts = prompts[: opt.n_prompts] if opt.n_prompts else prompts
-    meta = selfdistill.generate(opt.target, prompts, opt.cache / "text", "greedy", opt.max_new, opt.gen_batch)
-    return selfdistill.load(opt.cache / "text", ["greedy"]), meta
+    rows, meta = [], {}
+    if opt.data == "shipped":
+        prompts = [r["prompt"] for r in read(opt.prompts)]
+        prompts = prompts[: opt.n_prompts] if opt.n_prompts else prompts
+        meta = selfdistill.generate(opt.target, prompts, opt.cache / "text", "greedy", opt.max_new, opt.gen_batch)
+        rows += selfdistill.load(opt.cache / "text", ["greedy"])
+    else:
+        got = selfdistill.load(opt.cache / "text", ["magpie"])
+        if not got:
+            raise SystemExit(f"no Magpie data under {opt.cache / 'text' / 'magpie'}: run `specdec train data` first")
+        made = json.loads((opt.cache / "magpie" / "meta.json").read_text())
+        meta = {**meta, "magpie": made, "magpie_rows": len(got)}
+        rows += got
+    return rows, meta
 
 
 def load_target(path: Path):

@@ -1,0 +1,237 @@
+"""Self-distillation text at scale: prompts the target writes itself (Magpie) plus the shipped
+training prompts, answered greedily by llama.cpp's server on the same GGUF, resumable.
+
+Why llama.cpp: generation is the slow part of self-distillation on a CPU, and ``llama-server``
+with parallel slots (continuous batching over ``parallel`` requests) is the fastest engine on
+this machine for many independent answers; the answers are the GGUF's own greedy text (llama.cpp's
+arithmetic on the same 4-bit blocks, not bit for bit ours: training data needs the model's
+behaviour, not exactness). The heads' features are computed afterwards in one batched forward
+(``features.py``), so generation needs no hidden states.
+
+Why Magpie (Xu et al. 2024, arXiv:2406.08464): a chat model given only its template's opening of
+a user turn writes a plausible user request; sampling many of them gives varied prompts in the
+model's own distribution without copying any dataset. They are sampled (temperature ``T_USER``,
+one seed per request, reproducible); answers are greedy (temperature 0), the target's own choice
+at every position, which is what a draft must predict at temperature 0.
+
+Held-out sets are never touched: a prompt is dropped when its normalised text, or any run of
+``SHINGLE`` words of it, occurs in a prompt of the evaluation sets (``assets/prompts/*.jsonl``,
+``assets/prompts/heldout/``, ``assets/prompts/train/heldout.jsonl``), so acceptance measured there
+stays measured on text no module was trained on. Duplicates (same normalised text) are dropped.
+
+Contract (files under ``folder``; every write is an append of whole lines, so a killed run resumes):
+- ``prompts.jsonl``: ``{"id", "prompt", "source": "shipped" | "magpie", "seed"}``, unique prompts.
+- ``answers.jsonl``: ``{"id", "prompt_ids", "completion_ids", "eos"}`` for answered prompt ids.
+- ``Guard(texts)``: ``guard.allows(text)``; ``normalise(text)``; ``user_prefix(tok)``: the chat
+  template's text up to the user's words.
+- ``run(gguf, tok, folder, tokens, parallel, ...)``: start llama-server, write prompts and answers
+  until ``answers.jsonl`` holds ``tokens`` completion tokens; returns the counts (``meta.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tqdm import tqdm
+
+from specdec.paths import ASSETS
+
+T_USER = 1.0  # sampling temperature of the self-written user turns
+SHINGLE = 6  # words: a shared run this long with a held-out prompt drops a prompt
+MARK = "\u0000USER\u0000"
+
+
+def normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _shingles(text: str) -> set[str]:
+    w = normalise(text).split()
+    return {" ".join(w[i : i + SHINGLE]) for i in range(max(1, len(w) - SHINGLE + 1))} if w else set()
+
+
+def heldout_texts(assets: Path = ASSETS) -> list[str]:
+    """Every user turn or prompt of the evaluation and held-out sets."""
+    p = assets / "prompts"
+    files = [*sorted(p.glob("*.jsonl")), *sorted((p / "heldout").glob("*.jsonl")), p / "train" / "heldout.jsonl"]
+    out = []
+    for f in files:
+        for line in f.read_text().splitlines():
+            if line.strip():
+                obj = json.loads(line)
+                out += [m["content"] for m in obj.get("messages", []) if m.get("role") == "user"]
+                out += [obj["prompt"]] if "prompt" in obj else []
+    return out
+
+
+class Guard:
+    """Drops prompts that repeat one already kept or overlap a held-out prompt."""
+
+    def __init__(self, heldout: list[str]) -> None:
+        self.held = {normalise(t) for t in heldout}
+        self.held_sh = set().union(*(_shingles(t) for t in heldout)) if heldout else set()
+        self.seen: set[str] = set()
+
+    def allows(self, text: str) -> bool:
+        n = normalise(text)
+        if not n or n in self.seen or n in self.held or _shingles(text) & self.held_sh:
+            return False
+        self.seen.add(n)
+        return True
+
+
+def user_prefix(tok) -> str:
+    """The chat template's text before the user's words (system turn included, if the template has one)."""
+    text = tok.apply_chat_template([{"role": "user", "content": MARK}], tokenize=False, add_generation_prompt=False)
+    return text[: text.index(MARK)]
+
+
+def good_user_turn(text: str, stopped: bool) -> bool:
+    """A self-written request worth answering: finished, one turn, neither tiny nor rambling."""
+    t = text.strip()
+    return stopped and 12 <= len(t) <= 600 and "<|" not in t and len(t.split()) >= 3
+
+
+def _post(url: str, body: dict, timeout: float = 600.0) -> dict:
+    from specdec.bench.llamacpp import _post as post
+
+    return post(url, body, timeout)
+
+
+def write_user_turn(url: str, prefix_ids: list[int], seed: int, eot: str) -> tuple[str, bool]:
+    body = {"prompt": prefix_ids, "n_predict": 120, "temperature": T_USER, "top_p": 0.95, "top_k": 0}
+    body.update({"seed": seed, "stop": [eot], "cache_prompt": True, "stream": False})
+    out = _post(url + "/completion", body)
+    return out.get("content", ""), bool(out.get("stop_type") in ("eos", "word") or out.get("stopped_eos"))
+
+
+def answer(url: str, ids: list[int], max_new: int) -> tuple[list[int], bool]:
+    body = {"prompt": ids, "n_predict": max_new, "temperature": 0, "top_k": 1, "return_tokens": True}
+    body.update({"cache_prompt": True, "stream": False, "seed": 0})
+    out = _post(url + "/completion", body)
+    return [int(t) for t in out.get("tokens") or []], out.get("stop_type") == "eos" or bool(out.get("stopped_eos"))
+
+
+class Store:
+    """The two append-only files and what they already hold."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.prompts_f, self.answers_f = folder / "prompts.jsonl", folder / "answers.jsonl"
+        self.prompts = _read(self.prompts_f)
+        self.answered = {a["id"]: len(a["completion_ids"]) for a in _read(self.answers_f)}
+        self.lock = threading.Lock()
+
+    def tokens(self) -> int:
+        return sum(self.answered.values())
+
+    def add_prompt(self, row: dict) -> None:
+        with self.lock:
+            self.prompts.append(row)
+            _append(self.prompts_f, row)
+
+    def add_answer(self, row: dict) -> None:
+        with self.lock:
+            self.answered[row["id"]] = len(row["completion_ids"])
+            _append(self.answers_f, row)
+
+
+def _read(path: Path) -> list[dict]:
+    """Whole lines only: a line cut by a kill is dropped from the file (its prompt is redone)."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        path.write_text(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _append(path: Path, row: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _shipped(prompts: Path) -> list[str]:
+    return [json.loads(line)["prompt"] for line in prompts.read_text().splitlines() if line.strip()]
+
+
+def run(
+    gguf: Path,
+    tok,
+    folder: Path,
+    tokens: int = 1_000_000,
+    parallel: int = 8,
+    threads: int = 2,
+    max_new: int = 256,
+    shipped: Path = ASSETS / "prompts" / "train" / "train.jsonl",
+) -> dict:
+    """Fill ``folder`` with prompts and greedy answers until ``tokens`` answer tokens are there."""
+    from specdec.bench.llamacpp import LlamaServer
+    from specdec.bench.llamacpp_build import server_binary
+    from specdec.bench.vllm_rows import free_port
+
+    store = Store(folder)
+    guard = Guard(heldout_texts())
+    for row in store.prompts:
+        guard.allows(row["prompt"])  # already kept: later duplicates are dropped
+    todo = [r for r in store.prompts if r["id"] not in store.answered]
+    for text in _shipped(shipped):
+        if guard.allows(text):
+            row = {"id": len(store.prompts), "prompt": text, "source": "shipped", "seed": None}
+            store.add_prompt(row)
+            todo.append(row)
+    prefix = tok(user_prefix(tok), add_special_tokens=False)["input_ids"]
+    eot = tok.eos_token or "<|im_end|>"
+    seeds = iter(range(1 + max((r["seed"] or 0) for r in store.prompts) if store.prompts else 0, 1 << 62))
+    gate, t0, made0 = threading.Lock(), time.time(), store.tokens()
+    bar = tqdm(total=tokens, initial=made0, desc="self-distillation answers", unit="tok", dynamic_ncols=True)
+
+    def answer_row(url: str, row: dict) -> None:
+        ids = tok.apply_chat_template([{"role": "user", "content": row["prompt"]}], add_generation_prompt=True)
+        ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
+        comp, eos = answer(url, ids, max_new)
+        store.add_answer({"id": row["id"], "prompt_ids": ids, "completion_ids": comp, "eos": eos})
+        bar.update(len(comp))
+
+    def task(url: str) -> None:
+        while store.tokens() < tokens:
+            with gate:
+                row = todo.pop() if todo else None
+                seed = next(seeds) if row is None else None
+            if row is None:
+                text, stopped = write_user_turn(url, prefix, seed, eot)
+                with gate:
+                    if not (good_user_turn(text, stopped) and guard.allows(text)):
+                        continue
+                    row = {"id": len(store.prompts), "prompt": text.strip(), "source": "magpie", "seed": seed}
+                    store.add_prompt(row)
+            answer_row(url, row)
+
+    ctx = parallel * (max_new + 256)
+    argv = [str(server_binary()), "-m", str(gguf), "-t", str(threads), "-tb", str(threads), "-c", str(ctx)]
+    port = free_port()
+    argv += ["-np", str(parallel), "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
+    with LlamaServer(argv, folder / "llama-server.log", port) as server:
+        with ThreadPoolExecutor(parallel) as pool:
+            for f in [pool.submit(task, server.url) for _ in range(parallel)]:
+                f.result()
+    bar.close()
+    meta = {
+        "prompts": len(store.prompts),
+        "answered": len(store.answered),
+        "magpie_prompts": sum(r["source"] == "magpie" for r in store.prompts),
+        "completion_tokens": store.tokens(),
+        "max_new_tokens": max_new,
+        "parallel": parallel,
+        "threads": threads,
+        "tokens_per_s_this_run": round((store.tokens() - made0) / max(time.time() - t0, 1e-9), 1),
+        "engine": " ".join(argv[1:]),
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return meta

@@ -1,0 +1,103 @@
+"""Self-distillation data at scale (specdec/training/magpie.py, features.py).
+
+Pure parts on small inputs: the held-out guard, resumable files, length batching. The features
+pass against transformers' own unpadded forward on the tiny model. One real run: llama-server
+(built by tests/test_llamacpp.py's cache) on SmolLM2's GGUF writes Magpie prompts and greedy
+answers, resumes, and the features pass turns them into rows ``chat_train`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specdec.training import features, magpie
+
+
+def test_guard_drops_duplicates_and_anything_sharing_a_run_with_a_heldout_prompt():
+    held = ["Write a polite message to my neighbour asking whether they could keep their dog quiet."]
+    g = magpie.Guard(held)
+    assert not g.allows("write a polite message to my neighbour, asking whether they could keep their dog quiet!")
+    assert not g.allows("Please write a polite message to my neighbour asking about parking.")  # 6-word run
+    assert g.allows("What is the tallest mountain in Europe?")
+    assert not g.allows("what is the tallest mountain in europe")  # a duplicate once normalised
+    assert not g.allows("  ...  ")
+
+
+def test_every_evaluation_and_heldout_prompt_is_guarded():
+    texts = magpie.heldout_texts()
+    assert len(texts) >= 100  # the shipped sets, the held-out sets, the training set's held-out file
+    g = magpie.Guard(texts)
+    assert not any(g.allows(t) for t in texts[:50])
+
+
+def test_a_line_cut_by_a_kill_is_dropped_and_appends_go_on(tmp_path):
+    f = tmp_path / "answers.jsonl"
+    f.write_text(json.dumps({"id": 0, "completion_ids": [1, 2]}) + "\n" + '{"id": 1, "compl')
+    s = magpie.Store(tmp_path)
+    assert s.answered == {0: 2} and f.read_text().endswith("\n")
+    s.add_answer({"id": 1, "completion_ids": [3]})
+    assert magpie.Store(tmp_path).answered == {0: 2, 1: 1} and s.tokens() == 3
+
+
+def test_user_turns_worth_answering():
+    assert magpie.good_user_turn("How do volcanoes form?", True)
+    assert not magpie.good_user_turn("How do volcanoes form?", False)  # cut by the length limit
+    assert not magpie.good_user_turn("Hi", True)
+    assert not magpie.good_user_turn("Tell me <|im_start|>assistant", True)
+
+
+def test_batches_hold_at_most_batch_tokens_padded_positions():
+    rows = [{"id": i, "prompt_ids": [1] * (5 + i), "completion_ids": [2] * 10} for i in range(20)]
+    got = features.batches(rows, 64)
+    assert sorted(a["id"] for b in got for a in b) == list(range(20))
+    for b in got:
+        longest = max(len(a["prompt_ids"]) + len(a["completion_ids"]) - 1 for a in b)
+        assert len(b) == 1 or len(b) * longest <= 64
+
+
+def test_hidden_states_of_a_padded_batch_equal_each_row_alone(engine):
+    model = engine.target.model
+    rows = [
+        {"id": 0, "prompt_ids": [5, 6, 7], "completion_ids": [8, 9, 10, 11]},
+        {"id": 1, "prompt_ids": [12, 13], "completion_ids": [14, 15]},
+    ]
+    got = features.hidden_states(model, rows)
+    for a, h in zip(rows, got):
+        seq = torch.tensor([a["prompt_ids"] + a["completion_ids"][:-1]])
+        with torch.inference_mode():
+            want = model.model(input_ids=seq).last_hidden_state[0].to(torch.float16)
+        assert h.shape == want.shape
+        torch.testing.assert_close(h.float(), want.float(), atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.slow
+def test_magpie_run_on_smollm2_writes_resumes_and_becomes_training_rows(tmp_path):
+    from specdec.catalog import known, store
+    from specdec.training import selfdistill
+
+    m = known.get("smollm2-135m")
+    target = store.require(m)
+    tok = selfdistill.load_tokenizer(target)
+    prefix = magpie.user_prefix(tok)
+    assert prefix.endswith("<|im_start|>user\n")
+    shipped = tmp_path / "shipped.jsonl"
+    shipped.write_text(json.dumps({"prompt": "Name three colours of the rainbow."}) + "\n")
+    folder = tmp_path / "magpie"
+    meta = magpie.run(store.gguf_path(m), tok, folder, 120, parallel=2, max_new=24, shipped=shipped)
+    assert meta["completion_tokens"] >= 120 and meta["magpie_prompts"] >= 1
+    prompts = [json.loads(x) for x in (folder / "prompts.jsonl").read_text().splitlines()]
+    assert prompts[0]["source"] == "shipped" and len({magpie.normalise(p["prompt"]) for p in prompts}) == len(prompts)
+    guard = magpie.Guard(magpie.heldout_texts())
+    assert all(guard.allows(p["prompt"]) for p in prompts)  # none touches a held-out set
+    again = magpie.run(store.gguf_path(m), tok, folder, 200, parallel=2, max_new=24, shipped=shipped)
+    assert again["completion_tokens"] >= 200 and again["prompts"] >= meta["prompts"]  # resumed, not restarted
+    out = tmp_path / "text" / "magpie"
+    features.features(target, folder / "answers.jsonl", out, batch_tokens=512)
+    rows = selfdistill.load(tmp_path / "text", ["magpie"])
+    assert len(rows) == again["answered"]
+    r = rows[0]
+    assert r["hidden"].shape == (len(r["prompt"]) + len(r["completion"]) - 1, 576)
+    assert features.features(target, folder / "answers.jsonl", out)["rows_now"] == 0  # nothing left to do
