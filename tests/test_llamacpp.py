@@ -111,8 +111,20 @@ def test_an_explicit_server_must_be_executable(monkeypatch, tmp_path):
 
 def test_cache_folder_is_per_version_and_cpu(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECDEC_LLAMACPP_ROOT", str(tmp_path))
-    assert build.install_dir() == tmp_path / build.VERSION / build.cpu_tag()
+    d = build.install_dir()
+    assert d.parent == tmp_path / build.VERSION and d.name.startswith(build.cpu_tag() + "-")
     assert build.cpu_tag() == build.cpu_tag() and build.cached_binary() is None
+
+
+def test_x86_builds_leave_amx_out_and_other_flags_get_their_own_folder(monkeypatch, tmp_path):
+    """ggml's AMX path segfaulted llama-server on an AMX CPU (issue 38): x86-64 builds turn it off."""
+    x86 = build.cmake_flags("x86_64")
+    assert "-DGGML_NATIVE=ON" in x86 and any("-mno-amx-int8" in f for f in x86 if f.startswith("-DCMAKE_CXX_FLAGS"))
+    assert build.cmake_flags("aarch64") == build.BASE_FLAGS
+    monkeypatch.setenv("SPECDEC_LLAMACPP_ROOT", str(tmp_path))
+    here = build.install_dir()
+    monkeypatch.setattr(build, "cmake_flags", lambda machine=None: build.BASE_FLAGS)
+    assert build.install_dir() != here  # an AMX build cached earlier is not taken for this one
 
 
 def test_a_model_without_gguf_is_refused(engine):

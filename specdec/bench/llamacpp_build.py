@@ -13,7 +13,8 @@ kept until the binary is in place) and a half-built folder is never taken for a 
 Why built here: llama.cpp is not in Debian 12 and the registry has no wheel with the server binary.
 Why ``GGML_NATIVE`` and a per-CPU folder: llama.cpp is fastest built for the machine it runs on, and
 such a binary may not run on another CPU (a shared cache, CI runners): the folder is keyed by the
-CPU's feature flags, so another CPU gets its own build instead of an illegal instruction. Static
+CPU's feature flags and the build flags, so another CPU gets its own build instead of an illegal
+instruction. Why not AMX: ggml's AMX backend segfaulted here (``NO_AMX`` says where). Static
 libraries, so the binary can move out of the build folder. Only ``llama-server`` is built.
 """
 
@@ -35,7 +36,7 @@ from specdec.paths import cache_dir
 VERSION = "0.3.36"
 PACKAGE = "llama-cpp-python"
 TARGETS = ("llama-server",)
-CMAKE_FLAGS = (
+BASE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_CURL=OFF",
     "-DLLAMA_OPENSSL=OFF",
@@ -45,6 +46,18 @@ CMAKE_FLAGS = (
     "-DBUILD_SHARED_LIBS=OFF",
     "-DGGML_NATIVE=ON",
 )
+# ggml's AMX path (compiled in by -march=native on a CPU with AMX) crashed llama-server with SIGSEGV
+# in its first evaluation on SmolLM2's Q4_1 here (docs/bench.md, "llama.cpp on AMX CPUs"); explicit
+# -mno-* flags win over -march=native in GCC and clang whatever their order, so the rest of the
+# native build (AVX-512, VNNI, BF16) stays.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+
+def cmake_flags(machine: str | None = None) -> tuple[str, ...]:
+    """The configure flags for this machine: ``BASE_FLAGS``, and AMX off on x86-64."""
+    if (machine or platform.machine()) in ("x86_64", "AMD64"):
+        return (*BASE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
+    return BASE_FLAGS
 
 
 class BuildError(RuntimeError):
@@ -80,7 +93,9 @@ def version_dir() -> Path:
 
 
 def install_dir() -> Path:
-    return version_dir() / cpu_tag()
+    """Per CPU and per build flags: a build with other flags (an older cache's) is never reused."""
+    flags = hashlib.sha256(" ".join(cmake_flags()).encode()).hexdigest()[:6]
+    return version_dir() / f"{cpu_tag()}-{flags}"
 
 
 def cached_binary() -> Path | None:
@@ -171,12 +186,12 @@ def extract_sources(tarball: Path) -> Path:
 
 def compile_server(src: Path, jobs: int = 2) -> Path:
     """Configure and build ``llama-server`` in ``build-<cpu>.partial`` (kept between tries)."""
-    build = version_dir() / f"build-{cpu_tag()}.partial"
+    build = version_dir() / f"build-{install_dir().name}.partial"
     build.mkdir(parents=True, exist_ok=True)
     log = build / "build.log"
     if not (build / "CMakeCache.txt").is_file():
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-        _run(["cmake", "-S", str(src), "-B", str(build), *gen, *CMAKE_FLAGS], log=log)
+        _run(["cmake", "-S", str(src), "-B", str(build), *gen, *cmake_flags()], log=log)
     _say(f"compiling {' '.join(TARGETS)} with {jobs} jobs (about 15 minutes on 2 cores; log {log})")
     _run(["cmake", "--build", str(build), "-j", str(jobs), "--target", *TARGETS], log=log)
     return build
@@ -201,7 +216,7 @@ def ensure_built(jobs: int | None = None) -> Path:
     (part / "bin").mkdir(parents=True)
     for target in TARGETS:
         shutil.copy2(build / "bin" / target, part / "bin" / target)
-    stamp = {"package": PACKAGE, "version": VERSION, "cmake": list(CMAKE_FLAGS), "cpu": cpu_tag()}
+    stamp = {"package": PACKAGE, "version": VERSION, "cmake": list(cmake_flags()), "cpu": cpu_tag()}
     stamp["build_s"] = round(time.monotonic() - t0, 1)
     (part / "build.json").write_text(json.dumps(stamp, indent=1) + "\n")
     part.rename(final)
