@@ -43,16 +43,40 @@ def engine_from_args(args) -> Engine:
         default=getattr(args, "default_model", "tiny"),
     )
     mode = "recalibrate" if getattr(args, "recalibrate", False) else "auto"
+    weights = _weights(args, choice)
     dtype = args.dtype
-    if dtype == "auto" and args.device == "cpu" and choice.model is not None and "dtype" in choice.model.extra:
-        dtype = choice.model.extra["dtype"]  # e.g. the 1.5B pair in bf16: fp32 would double the bytes a step reads
+    if dtype == "auto" and weights == "fp32" and args.device == "cpu" and choice.model is not None:
+        # e.g. the Qwen pair in bf16 where its weights stay floating point: fp32 would double the
+        # bytes a step reads; the 4-bit formats are made from float32 weights (models/quant.py)
+        dtype = choice.model.extra.get("dtype", dtype)
     engine = load_engine(choice.target, choice.draft, args.device, dtype, None, heads=choice.heads)
     engine.model = choice.model
     engine.model_name = choice.name
     engine.choice = choice  # what vLLM's rows export (specdec/bench/vllm_rows.py)
-    choose_weights(engine, _weights(args, choice), mode)
+    draft_weights(engine, choice, choose_weights(engine, weights, mode))
     engine.calibrate(mode)
     return engine
+
+
+def draft_weights(engine, choice, fmt: str) -> str:
+    """A draft that is itself a catalogue model from a GGUF (the Qwen pair's 0.5B) runs in its
+    target's weight format too, where it can (``specdec/proposers/draft_quant.py``): with the
+    target on 4-bit blocks and the draft in floating point, a draft step would cost more than a
+    target step. Trained drafts (SmolLM2's) keep their own precision. Returns the draft's format."""
+    from specdec.catalog import known, store
+    from specdec.proposers.draft_quant import formats
+
+    prop = engine.proposers.get("draft")
+    name = choice.model.draft if choice.model is not None else None
+    if fmt == "fp32" or prop is None or name is None or choice.draft is None:
+        return "fp32"
+    m = known.get(name)
+    if not (m.parts and store.installed(m) and choice.draft.resolve() == store.require(m).resolve()):
+        return "fp32"  # --draft named another model
+    if fmt not in formats(prop.model):
+        return "fp32"
+    prop.set_weights(fmt)
+    return fmt
 
 
 def _weights(args, choice) -> str:

@@ -141,6 +141,7 @@ class DraftModel:
         if lean and LeanLlama.supports(model):
             self.runners["lean"] = LeanLlama(model, capacity)
         self.runner = self.runners["lean" if "lean" in self.runners else "hf"]
+        self.capacity, self.float_runners, self.weights = capacity, self.runners, "fp32"
         self.ids: list[int] = []
         self.kept = KeptStates()  # the cache of other documents' prompts (specdec/proposers/draft_states.py)
         self.tracker = AcceptanceTracker()
@@ -160,13 +161,26 @@ class DraftModel:
     def precisions(self) -> tuple[str, ...]:
         """The lean forward's weight precisions here (``lowp.py``); calibration picks one."""
         lean = self.runners.get("lean")
-        return lowp.precisions(lean.embed) if lean is not None else ("fp32",)
+        return lowp.precisions(lean.embed) if isinstance(lean, LeanLlama) else ("fp32",)
 
     def set_precision(self, precision: str, keep: bool = False) -> None:
         """The lean forward's linears in ``precision`` from now on; q stays the distribution of the
         logits actually sampled from, so exactness is untouched."""
-        if "lean" in self.runners:
+        if isinstance(self.runners.get("lean"), LeanLlama):
             lowp.set_all(self.runners["lean"], precision, keep)
+
+    def set_weights(self, fmt: str) -> None:
+        """The draft on its weights in ``fmt`` from now on: "fp32" (as loaded: transformers' and the
+        lean forwards) or a 4-bit/8-bit format through the target's lean forward, then the only path
+        (``draft_quant.py``). Its cache starts empty and its step time is measured again."""
+        from specdec.proposers.draft_quant import QuantRunner
+
+        if fmt == self.weights:
+            return
+        self.runners = self.float_runners if fmt == "fp32" else {"lean": QuantRunner(self.model, self.capacity, fmt)}
+        self.weights = fmt
+        self.use("lean" if "lean" in self.runners else "hf")
+        self.step_ms = None
 
     def use(self, path: str) -> None:
         """Draft through ``path`` ("lean" or "hf") from now on; its cache starts empty."""

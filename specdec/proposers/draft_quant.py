@@ -1,0 +1,67 @@
+"""The draft model on 4-bit weights: the target's lean forward (``models/lean_target.py``) as a
+draft runner, so a draft from a GGUF (Qwen2.5-Coder-0.5B beside the 1.5B) runs on the same native
+kernels as its target.
+
+Why: a draft pays only when its step costs a small part of the target's (c in the speedup
+(1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))). With the target on 4-bit blocks and the draft in
+bfloat16 or float32 through transformers, c is above 1 and speculation can only lose. The draft's
+exactness needs no row-exactness: q is whatever distribution its tokens were sampled from (I3),
+and every forward of this runner is a deterministic function of the tokens fed.
+
+Contract: ``QuantRunner(model, capacity, fmt)`` has ``draft.HFRunner``'s interface (``length``,
+``state``/``fresh``/``restore``, ``truncate``, ``forward(tokens) -> logits after the last``), its
+layers in ``fmt`` (``quant.FORMATS``, one of ``lean_target.ROW_EXACT``), its LM head in
+``quant.HEAD[fmt]``; one-token forwards take the native loops where they are built (float32
+models). ``formats(model)``: the formats it can take for this model here ("fp32" excluded).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specdec.models import cache as kv
+from specdec.models import quant as Q
+from specdec.models.lean_target import ROW_EXACT, LeanTarget, supports_quantized
+
+
+def formats(model: torch.nn.Module) -> tuple[str, ...]:
+    w = model.get_output_embeddings().weight
+    if w.device.type != "cpu" or w.dtype != torch.float32 or not supports_quantized(model):
+        return ()
+    down = model.get_decoder().layers[0].mlp.down_proj.weight
+    return tuple(f for f in ROW_EXACT if Q.available(f, down))
+
+
+class QuantRunner:
+    def __init__(self, model: torch.nn.Module, capacity: int, fmt: str) -> None:
+        if fmt not in formats(model):
+            raise ValueError(f"draft weight format {fmt!r} not available here: {formats(model)}")
+        self.fmt = fmt
+        self.lean = LeanTarget(model, fmt=fmt)
+        self.head = Q.quantize(model.get_output_embeddings().weight, Q.HEAD.get(fmt, fmt))
+        self.n_layers, self.capacity = model.config.num_hidden_layers, capacity
+        self.cache = kv.new_cache(self.n_layers, capacity)
+
+    @property
+    def length(self) -> int:
+        return kv.length(self.cache)
+
+    def state(self):
+        return self.cache
+
+    def fresh(self):
+        return kv.new_cache(self.n_layers, self.capacity)
+
+    def restore(self, state) -> None:
+        self.cache = state
+
+    def truncate(self, n: int) -> None:
+        kv.truncate(self.cache, n)
+
+    @torch.inference_mode()
+    def forward(self, tokens: list[int]) -> torch.Tensor:
+        L = self.length
+        ids = torch.tensor(tokens, dtype=torch.long)
+        pos = torch.arange(L, L + len(tokens)).view(1, -1)
+        h = self.lean.hidden(self.cache, ids, pos, None)
+        return self.head(h[-1:])[0]
