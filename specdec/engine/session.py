@@ -101,6 +101,11 @@ class Engine:
         self.weight_timings: dict | None = None  # the weight formats timed (specdec/fast/calibrate_weights.py)
 
     @property
+    def forward(self):
+        """What computes the target's forwards (``specdec/models/forward.py``: path, weights, rows)."""
+        return self.target.forward
+
+    @property
     def model(self):
         """The catalogue entry it runs (specdec/catalog/known.py), None for folders outside it."""
         return self.source.model if self.source is not None else None
