@@ -4,8 +4,9 @@ Contract:
 - ``BatchDraft(model, slots, capacity, vocab)``: the draft model for every ``draft`` row of a step.
   ``propose(rows)`` takes ``(row, ctx)`` pairs (``rows.Row`` and its ``Context``) and returns one
   ``Draft`` per pair. Per row it follows ``proposers/draft.py``'s ``DraftModel.propose`` step for
-  step, with the row's own ``DraftModel`` fork for the k choice (its acceptance tracker, cost
-  ratio, plain run): k, confidence stop, q = to_probs(logits, the row's parameters), one sample per
+  step, with the row's own ``draft_k.DraftState`` (``row.proposer.state``: its acceptance
+  tracker, step time, plain run) through the same ``begin`` / ``timed`` / ``end`` calls the solo
+  proposer makes: k, confidence stop, q = to_probs(logits, the row's parameters), one sample per
   token from the row's own generator, in the same order as solo, so a row's draws are those of its
   solo run. The forwards are shared: ONE ragged forward catches every row's draft cache up with its
   committed tokens (longest common prefix, as solo), then ONE forward per drafting position over
@@ -65,11 +66,7 @@ class BatchDraft:
     def propose(self, pairs: list) -> list[Draft]:
         states: list[_State | None] = []
         for row, ctx in pairs:
-            p = row.proposer
-            p.tracker.observe(ctx.tokens)
-            k = min(p.current_k(ctx), ctx.budget)
-            p.chose_plain = ctx.spec.k == "auto" and k <= 0 < ctx.budget
-            p.plain_run = p.plain_run + 1 if p.chose_plain else 0
+            k = row.proposer.state.begin(ctx, row.proposer.verify_cost)
             if k <= 0:
                 states.append(None)
                 continue
@@ -118,10 +115,10 @@ class BatchDraft:
         st.done = len(st.xs) >= st.k
 
     def _finish(self, st: _State) -> Draft:
-        p = st.row.proposer
+        state = st.row.proposer.state
         if self.draft_ms is not None:
-            p.step_ms = self.draft_ms if p.step_ms is None else 0.8 * p.step_ms + 0.2 * self.draft_ms
-        p.tracker.remember(st.ctx.tokens, st.xs)
+            state.timed(self.draft_ms)
+        state.end(st.ctx, st.xs)
         if not st.xs:
             return Draft.empty()
         q = None if st.ctx.params.greedy else torch.stack(st.qs)

@@ -11,8 +11,8 @@ run whatever shares the batch (up to the float rounding
 discussed in docs/batching.md). Under the load policy's cap a chain row with k "auto" drafts the
 cap (``spec_for``).
 ``Forks`` hands each row a proposer of its own for methods that keep state (the draft model's
-KV cache, EAGLE's, prompt lookup's auto-k measurements and the request they follow), so rows never
-make each other resynchronise; stateless ones are shared.
+KV cache and its k rule's ``DraftState``, EAGLE's KV, prompt lookup's auto-k measurements and the
+request they follow), so rows never make each other resynchronise; stateless ones are shared.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _fork(p):
     longest common prefix, so any fresh or recycled state is correct)."""
     f = copy.copy(p)
     if p.name == "draft":
-        from specdec.proposers.draft import AcceptanceTracker
+        from specdec.proposers.draft_k import DraftState
 
         runner = f.runner = copy.copy(p.runner)
         if hasattr(runner, "cache"):
@@ -82,7 +82,7 @@ def _fork(p):
             runner.cache = kv.new_cache(len(p.runner.cache.layers), 64)
         else:
             runner.k, runner.v, runner.length = torch.zeros_like(p.runner.k), torch.zeros_like(p.runner.v), 0
-        f.ids, f.tracker, f.step_ms = [], AcceptanceTracker(), None
+        f.ids, f.state = [], DraftState()  # the row's own k rule state (draft_k.py)
     elif p.name == "eagle":
         f.kv, f.ids = p.decoder.new_kv(64), []  # a batch row drafts on a BatchEagle slot (batch/eagle.py)
     elif p.name == "lookup":
