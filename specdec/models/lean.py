@@ -198,7 +198,7 @@ class LeanLlama:
         self.length = max(0, min(n, self.length))
 
     def state(self) -> tuple:
-        """The cache, by reference (``draft_states``: kept per document)."""
+        """The cache, by reference (``prefixes.KeptStates``: kept per document)."""
         return (self.k, self.v, self.length)
 
     def fresh(self) -> tuple:

@@ -106,6 +106,23 @@ class Target:
             self.forward = Forward("lean", fmt, default_rows(self.lean.rows()))
         self.reset()
 
+    # the cache as one swappable state, for keeping several prompts warm (specdec/models/prefixes.py)
+    def state(self) -> tuple:
+        """The live (KV cache, hidden states), by reference."""
+        return self.cache, self._hidden
+
+    def valid(self) -> bool:
+        """Whether the cache holds exactly ``ids`` (not after an interrupted step)."""
+        return kv.length(self.cache) == len(self.ids)
+
+    def fresh_state(self) -> tuple:
+        return kv.new_cache(self.n_layers, min(self.context, 1024)), None
+
+    def restore(self, ids: list[int], state: tuple) -> None:
+        """Go on from ``state`` holding ``ids`` (one ``state`` returned, or ``fresh_state``)."""
+        self.ids, (self.cache, self._hidden) = list(ids), state
+        self._scored = self._scored_hidden = None
+
     def reset(self) -> None:
         """Forget the cache: the next prefill computes every position."""
         kv.truncate(self.cache, 0)

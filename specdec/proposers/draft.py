@@ -2,8 +2,8 @@
 
 Contract: ``propose`` resynchronises the draft's own KV cache with the committed tokens by
 longest common prefix (continuing from the cache kept for that document when the prompt switched
-to another one: ``specdec/proposers/draft_states.py``), feeds what is missing, then samples
-x_1..x_k autoregressively, each from
+to another one: the keep-warm policy the target's prefixes use, ``models/prefixes.KeptStates``),
+feeds what is missing, then samples x_1..x_k autoregressively, each from
 q_i = to_probs(draft logits, params) (the same transform the target's p goes through, I3). At
 temperature 0 the draft is deterministic (argmax) and q is returned as None (one-hot), which the
 verifier treats identically.
@@ -44,8 +44,8 @@ from specdec.core.tree import Draft
 from specdec.fast import lowp
 from specdec.models import cache as kv
 from specdec.models.lean import LeanLlama
+from specdec.models.prefixes import KeptStates
 from specdec.proposers.draft_k import FIRST_K, PROBE_EVERY, AcceptanceTracker, DraftState, choose_k
-from specdec.proposers.draft_states import KeptStates
 
 __all__ = ["FIRST_K", "PROBE_EVERY", "AcceptanceTracker", "DraftModel", "DraftState", "HFRunner", "choose_k"]
 
@@ -102,7 +102,7 @@ class DraftModel:
             self.runners["lean"] = LeanLlama(model, capacity)
         self.runner = self.runners["lean" if "lean" in self.runners else "hf"]
         self.ids: list[int] = []
-        self.kept = KeptStates()  # the cache of other documents' prompts (specdec/proposers/draft_states.py)
+        self.kept = KeptStates()  # the caches of other documents' prompts (models/prefixes.py's policy)
         # the k rule's state (draft_k.py): acceptance, step time, the request's run of plain steps;
         # a batch row holds one of its own (serving/batch/rows.py)
         self.state = DraftState()
@@ -174,7 +174,7 @@ class DraftModel:
         return self._logits(tokens[keep:]), len(tokens) - keep
 
     def _switch(self, tokens: list[int]) -> None:
-        """Continue from the kept cache of this prompt's document, if one is kept (draft_states)."""
+        """Continue from the kept cache of this prompt's document, if one is kept (``KeptStates``)."""
         live = self.runner.state()
         valid = self.runner.length == len(self.ids)
         ids, state = self.kept.choose(self.ids, live, valid, tokens, self.runner.fresh)
