@@ -100,10 +100,14 @@ def test_the_k_rule_state_is_per_request_and_shared_by_solo_and_batch(engine):
     from specdec.proposers.draft import DraftState
     from specdec.serving.batch.rows import Forks
 
-    solo = engine.proposers["draft"]
-    row = Forks(engine.proposers).take("draft")
+    solo, forks = engine.proposers["draft"], Forks(engine.proposers)
+    row = forks.take("draft")
     assert isinstance(solo.state, DraftState) and isinstance(row.state, DraftState)
     assert row.state is not solo.state and row.model is solo.model  # own state, shared weights
+    assert row.runner is not solo.runner and row.runner.length == 0  # its own empty cache
+    forks.give("draft", row)
+    assert forks.take("draft") is row  # recycled when a row ends
+    assert forks.take("none") is engine.proposers["none"]  # no fork(): shared by every row
     st = DraftState()
     spec = SimpleNamespace(k="auto", confidence=None)
     ctx = SimpleNamespace(tokens=[1, 2], spec=spec, budget=50, k_max=4, target_ms=None)

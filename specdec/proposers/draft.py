@@ -33,6 +33,7 @@ knobs is in docs/bench.md.
 
 from __future__ import annotations
 
+import copy
 import time
 
 import torch
@@ -75,6 +76,12 @@ class HFRunner:
 
     def truncate(self, n: int) -> None:
         kv.truncate(self.cache, n)
+
+    def forked(self) -> HFRunner:
+        """The same model with an empty cache of its own (a batch row's draft)."""
+        f = copy.copy(self)
+        f.cache = kv.new_cache(self.n_layers, 64)
+        return f
 
     def forward(self, tokens: list[int]) -> torch.Tensor:
         L = self.length
@@ -128,6 +135,13 @@ class DraftModel:
     @property
     def chose_plain(self) -> bool:
         return self.state.chose_plain
+
+    def fork(self) -> DraftModel:
+        """A batch row's proposer: the same weights and forward, its own empty cache and k state
+        (it resynchronises by longest common prefix, so any fresh or recycled state is correct)."""
+        f = copy.copy(self)
+        f.runner, f.ids, f.state = self.runner.forked(), [], DraftState()
+        return f
 
     @property
     def paths(self) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ shared verifier keeps the target's distribution exactly at every temperature.
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -81,6 +82,13 @@ class Eagle:
         self.kv = self.decoder.new_kv(capacity)
         self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
+
+    def fork(self) -> Eagle:
+        """A batch row's proposer: the same layer and heads, its own empty KV (a batch row drafts on
+        a ``BatchEagle`` slot, ``eagle/batch.py``; this one serves a batch of one)."""
+        f = copy.copy(self)
+        f.kv, f.ids = self.decoder.new_kv(64), []
+        return f
 
     @property
     def paths(self) -> tuple[str, ...]:
