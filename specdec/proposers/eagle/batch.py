@@ -15,7 +15,7 @@ pairs and returns one ``Draft`` per pair:
 - one pair: the fork's own ``propose`` (the single-request computation on the slot's views: a batch
   of one drafts as fast as solo and with its floats);
 - more: per row, ``Eagle.propose``'s rule (the fork's plain fallback for auto k, the budget, the
-  resync by longest common prefix, ``Growth`` for the tree, ``Eagle._draft`` for the cut), with
+  resync by longest common prefix, ``Growth`` for the tree, ``Eagle.cut`` for the cut), with
   ONE forward feeding every row's new pairs, then ONE forward per level over the growing rows'
   frontier nodes, each node seeing its row's committed slots, its ancestors and itself.
 ``catch_up_ms``: the last call's time feeding more than ``SHORT`` pairs to a row at once (a
@@ -99,7 +99,7 @@ class BatchEagle:
                 todo.append((i, row, ctx, budget))
         if todo:
             for (i, row, _, budget), g in zip(todo, self._grow(todo)):
-                drafts[i] = d = row.proposer._draft(g.tok, g.par, g.score, budget)
+                drafts[i] = d = row.proposer.cut(g.tok, g.par, g.score, budget)
                 row.proposer.fallback.drafted(d.n)
         return drafts
 
@@ -125,7 +125,7 @@ class BatchEagle:
         return growths
 
     def _top(self, feats: torch.Tensor, ps: list) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.eagle._logp(feats).topk(max(p.top_k for p in ps), dim=-1)
+        return self.eagle.logp(feats).topk(max(p.top_k for p in ps), dim=-1)
 
     def _sync(self, pairs: list) -> tuple[torch.Tensor, list[int], bool]:
         """Feed every row's pairs not yet cached in ONE forward: the roots [R, H], each row's m, and
@@ -187,7 +187,7 @@ class BatchEagle:
         if int(at.max()) >= self.shape[2]:
             raise ValueError(f"eagle slot overflow: {int(at.max()) + 1} positions, capacity {self.shape[2]}")
         x = self.dec.fc(torch.cat([f, e], dim=-1))
-        cos, sin = self.dec._rope(pos)
+        cos, sin = self.dec.rope(pos)
         slot_of = torch.tensor([s for s, n in zip(slots, lens) for _ in range(n)], device=dev)
         return ragged_layer(self.dec.body, x, cos, sin, (self.k, self.v), (slot_of, at), groups)
 

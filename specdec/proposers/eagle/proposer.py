@@ -125,7 +125,9 @@ class Eagle:
         layer = EagleLayer.load(folder, module.weight.device, module.weight.dtype, target)
         return cls(layer, target.get_input_embeddings().weight, head or module, vocab, **kw)
 
-    def _logp(self, feats: torch.Tensor) -> torch.Tensor:
+    def logp(self, feats: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities over the (shared) vocabulary of features ``feats`` through the LM head in
+        the precision in use: what the solo tree and the batch's (``eagle/batch.py``) grow from."""
         head = self._own_head if self._own_head is not None and self._own_head.low is not None else self._head
         logits = head(feats)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
@@ -172,12 +174,12 @@ class Eagle:
             tok, par, score = self._grow(root, m, budget)
         finally:
             self.kv.length = m  # drop the draft slots
-        return self._draft(tok, par, score, budget)
+        return self.cut(tok, par, score, budget)
 
     def _grow(self, root: torch.Tensor, m: int, budget: int):
         """Candidates as flat lists: token, parent candidate index (-1 = root), log value."""
         g = Growth(root, m)
-        g.start(*self._logp(root).topk(self.top_k))
+        g.start(*self.logp(root).topk(self.top_k))
         for d in range(1, self.depth):
             if not g.next(self.beam, self.floor):
                 break
@@ -185,7 +187,7 @@ class Eagle:
             L, n, dev = self.kv.length, len(toks), self.embed.device
             e = self.embed[torch.tensor(toks, device=dev)]
             out = self.decoder.attend(f, e, torch.full((n,), pos, device=dev), self.kv, g.mask(own, L + n, dev))
-            g.grown(out, *self._logp(out).topk(self.top_k, dim=-1))
+            g.grown(out, *self.logp(out).topk(self.top_k, dim=-1))
         return g.tok, g.par, g.score
 
     @property
@@ -204,7 +206,10 @@ class Eagle:
                 best_n, best = n, ratio
         return best_n
 
-    def _draft(self, tok, par, score, budget) -> Draft:
+    def cut(self, tok, par, score, budget) -> Draft:
+        """The draft a grown tree gives (candidates ``tok`` with parents ``par`` and log values
+        ``score``): the most valuable nodes whose parents are in, at most ``budget``, cut to the size
+        that pays for its nodes (``node_cost``); the solo and the batch's trees end here."""
         order = sorted(range(len(tok)), key=lambda c: -score[c])
         chosen: dict[int, int] = {}
         for c in order:  # a parent's value is >= its child's; ties: parents were created first
