@@ -70,3 +70,13 @@ def test_medusa_and_draft_rows_batched_with_others_equal_solo(engine, prompts):
         assert [[t for ev in h for t in ev.token_ids] for h in handles] == solo
     finally:
         assert b.shutdown(30)
+
+
+def test_the_batch_draft_runs_the_solo_drafts_weights(engine):
+    """The ragged forward runs the single-request draft's fused weights, so the precision
+    calibration sets on them (fast/lowp.py) is the batch rows' too, not only solo rows'."""
+    from specdec.serving.batch.propose import Proposers
+
+    solo = engine.proposers["draft"].lean
+    ragged = Proposers(engine, 2, 64).draft.model
+    assert solo is not None and ragged.layers is solo.layers and ragged.head is solo.head

@@ -1,7 +1,9 @@
 """The batch's proposers that run a model: the draft model and Medusa's heads, over all their rows.
 
 Contract:
-- ``BatchDraft(model, slots, capacity, vocab)``: the draft model for every ``draft`` row of a step.
+- ``BatchDraft(model, slots, capacity, vocab, lean=None)``: the draft model for every ``draft`` row
+  of a step, on ``lean``'s weights when given (the single-request draft's ``DraftModel.lean``, so
+  the precision calibration chose for the draft applies to batch rows as to solo ones).
   ``propose(rows)`` takes ``(row, ctx)`` pairs (``rows.Row`` and its ``Context``) and returns one
   ``Draft`` per pair. Per row it follows ``proposers/draft.py``'s ``DraftModel.propose`` step for
   step, with the row's own ``draft_k.DraftState`` (``row.proposer.state``: its acceptance
@@ -41,8 +43,8 @@ class _State:
 
 
 class BatchDraft:
-    def __init__(self, model: torch.nn.Module, slots: int, capacity: int, vocab: int | None = None) -> None:
-        self.model = RaggedLlama(model, slots, capacity)
+    def __init__(self, model: torch.nn.Module, slots: int, capacity: int, vocab: int | None = None, lean=None) -> None:
+        self.model = RaggedLlama(model, slots, capacity, lean)
         self.vocab = vocab
         self.ids: dict[int, list[int]] = {}  # slot -> tokens its cache holds
         self.free = list(range(slots - 1, -1, -1))

@@ -144,6 +144,11 @@ class DraftModel:
         return f
 
     @property
+    def lean(self) -> LeanLlama | None:
+        """The lean forward (its fused weights, in the precision calibration set), if there is one."""
+        return self.runners.get("lean")
+
+    @property
     def paths(self) -> tuple[str, ...]:
         return tuple(self.runners)
 

@@ -33,7 +33,8 @@ class Proposers:
         self.catch_up_ms = 0.0
         dm = getattr(engine, "draft_model", None)
         if "draft" in engine.proposers and dm is not None and RaggedLlama.supports(dm):
-            self.draft = BatchDraft(dm, slots, capacity, engine.target.vocab)
+            lean = getattr(engine.proposers["draft"], "lean", None)  # its weights, in the calibrated precision
+            self.draft = BatchDraft(dm, slots, capacity, engine.target.vocab, lean)
         self.medusa = engine.proposers.get("medusa")
         eagle = engine.proposers.get("eagle")
         self.eagle = BatchEagle(eagle, slots, capacity) if eagle is not None else None
