@@ -12,8 +12,8 @@ Contract:
   token from the row's own generator, in the same order as solo, so a row's draws are those of its
   solo run. The forwards are shared: ONE ragged forward catches every row's draft cache up with its
   committed tokens (longest common prefix, as solo), then ONE forward per drafting position over
-  the rows still drafting (``ragged.RaggedLlama``). Each row holds a draft slot from the first time
-  it drafts until ``release(row)``; ``draft_ms`` is the last step's time per drafting forward.
+  the rows still drafting (``ragged.RaggedLlama``). Each row holds a draft slot (``DraftState.slot``)
+  from the first time it drafts until ``release(row)``; ``draft_ms`` is the last step's time per drafting forward.
 - ``medusa_propose(medusa, pairs)``: Medusa's heads over all Medusa rows at once (one block and
   one projection per head over the rows' stacked hidden states), each row's tree cut as solo.
 Exactness: q and the tokens come from the same function as solo up to float rounding of batched
@@ -52,17 +52,18 @@ class BatchDraft:
         self.catch_up_ms = 0.0  # the last call's long catch-up (ms), 0 when it had none
 
     def release(self, row) -> None:
-        slot = getattr(row, "draft_slot", None)
-        if slot is not None:
-            self.ids.pop(slot, None)
-            self.free.append(slot)
-            row.draft_slot = None
+        state = getattr(row.proposer, "state", None)  # a draft row's DraftState; other rows hold none
+        if getattr(state, "slot", None) is not None:
+            self.ids.pop(state.slot, None)
+            self.free.append(state.slot)
+            state.slot = None
 
     def _slot(self, row) -> int:
-        if getattr(row, "draft_slot", None) is None:
-            row.draft_slot = self.free.pop()
-            self.ids[row.draft_slot] = []
-        return row.draft_slot
+        state = row.proposer.state
+        if state.slot is None:
+            state.slot = self.free.pop()
+            self.ids[state.slot] = []
+        return state.slot
 
     @torch.inference_mode()
     def propose(self, pairs: list) -> list[Draft]:
@@ -92,10 +93,10 @@ class BatchDraft:
         return [self._finish(st) if st is not None else Draft.empty() for st in states]
 
     def _forward(self, active: list[_State]) -> list[torch.Tensor]:
-        rows = [(st.row.draft_slot, st.feed, st.start) for st in active]
+        rows = [(st.row.proposer.state.slot, st.feed, st.start) for st in active]
         logits = self.model.forward(rows)
         for st in active:
-            ids = self.ids[st.row.draft_slot]
+            ids = self.ids[st.row.proposer.state.slot]
             del ids[st.start :]
             ids.extend(st.feed)
             st.start += len(st.feed)

@@ -14,7 +14,8 @@ Contract:
 - ``AcceptanceTracker``: decayed counts of accepted draft tokens and of rejections, inferred from
   the committed tokens (``remember`` a draft, ``observe`` the grown token list), ``alpha``.
 - ``DraftState()``: ``tracker``, ``step_ms`` (one draft forward, ms, a moving average; None until
-  measured), ``plain_run`` (plain steps auto k chose in a row in this request), ``chose_plain``.
+  measured), ``plain_run`` (plain steps auto k chose in a row in this request), ``chose_plain``,
+  ``slot`` (a batch row's KV slot in ``BatchDraft``'s ragged cache, None outside it).
   ``begin(ctx, verify_cost) -> k`` counts the last draft's outcome, starts a new request's plain
   run at 0 (another token list), and returns the request's k capped by the step's budget
   (``current_k``: a fixed k as given; auto: ``FIRST_K`` until alpha and c are measured, then
@@ -81,6 +82,7 @@ class DraftState:
         self.plain_run = 0
         self.chose_plain = False
         self.request: list[int] | None = None  # the token list the plain run belongs to
+        self.slot: int | None = None  # a batch row's KV slot in the batched draft (batch_draft.py)
 
     def current_k(self, ctx: Context, verify_cost: float) -> int:
         if ctx.spec.k != "auto":

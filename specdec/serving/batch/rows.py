@@ -104,7 +104,6 @@ class Row:
     t_start: float = field(default_factory=time.perf_counter)
     t_propose: float = 0.0
     t_begin: float = 0.0
-    draft_slot: int | None = None  # this row's slot in the batched draft model (batch/draft.py)
     t_prefill: float = 0.0
     stop: str | None = None  # set by finish when this step ended the request
     counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted
