@@ -9,7 +9,8 @@ head reads all rows' features at once.
 Contract: ``BatchEagle(eagle, slots, capacity)`` (``eagle`` the engine's ``Eagle``) keeps the
 layer's keys/values for ``slots`` rows, ``[slots, heads, capacity + MARGIN, head_dim]``, allocated
 at the first EAGLE row. A row takes a slot the first time it drafts: its own ``Eagle`` fork
-(``rows.Forks``) then keeps its cache on the slot's views (``SlotKV``), so the fork's ``ids`` and
+(``rows.Forks``) then keeps its cache on the slot's views (``SlotKV``, ``Eagle.attach``; ``detach``
+when the row ends; ``Eagle.slot`` names it), so the fork's ``ids`` and
 ``kv.length`` stay the one record of what the slot holds. ``propose(pairs)`` takes ``(row, ctx)``
 pairs and returns one ``Draft`` per pair:
 - one pair: the fork's own ``propose`` (the single-request computation on the slot's views: a batch
@@ -62,20 +63,19 @@ class BatchEagle:
         return 0 if self.k is None else 2 * self.k.numel() * self.k.element_size()
 
     def _attach(self, row) -> int:
-        if getattr(row, "eagle_slot", None) is None:
+        if row.proposer.slot is None:
             if self.k is None:
                 self.k = torch.zeros(self.shape, dtype=self.dec.dtype, device=self.dec.device)
                 self.v = torch.zeros_like(self.k)
-            s = row.eagle_slot = self.free.pop()
-            row.proposer.kv, row.proposer.ids = SlotKV(self.k[s], self.v[s]), []
-        return row.eagle_slot
+            s = self.free.pop()
+            row.proposer.attach(SlotKV(self.k[s], self.v[s]), s)
+        return row.proposer.slot
 
     def release(self, row) -> None:
-        s = getattr(row, "eagle_slot", None)
+        s = getattr(row.proposer, "slot", None)  # an EAGLE row's slot (Eagle.attach); other rows have none
         if s is not None:
             self.free.append(s)
-            row.eagle_slot = None
-            row.proposer.kv, row.proposer.ids = row.proposer.decoder.new_kv(MARGIN), []
+            row.proposer.detach(MARGIN)
 
     @torch.inference_mode()
     def propose(self, pairs: list) -> list[Draft]:
@@ -117,7 +117,7 @@ class BatchEagle:
             live = [j for j, g in enumerate(growths) if d < ps[j].depth and g.next(ps[j].beam, ps[j].floor)]
             if not live:
                 break
-            slots = [todo[j][1].eagle_slot for j in live]
+            slots = [todo[j][1].proposer.slot for j in live]
             out, spans = self._level([growths[j] for j in live], slots, d)
             lp, idx = self._top(out, [ps[j] for j in live])
             for j, (a, n) in zip(live, spans):
@@ -137,7 +137,7 @@ class BatchEagle:
             starts.append(valid)
             fs.append(f)
             es.append(e)
-            slots.append(row.eagle_slot)
+            slots.append(row.proposer.slot)
         lens = [f.shape[0] for f in fs]
         at = torch.cat([torch.arange(s, s + n, device=dev) for s, n in zip(starts, lens)])
         groups = _causal_groups(slots, starts, lens, dev)

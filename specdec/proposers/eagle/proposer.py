@@ -82,12 +82,21 @@ class Eagle:
         self.kv = self.decoder.new_kv(capacity)
         self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
+        self.slot: int | None = None  # a batch row's slot in BatchEagle's cache (attach), None solo
+
+    def attach(self, kv, slot: int) -> None:
+        """Draft on ``kv`` (a batch row's slot ``slot`` of ``BatchEagle``'s cache) from now on."""
+        self.kv, self.ids, self.slot = kv, [], slot
+
+    def detach(self, capacity: int) -> None:
+        """Back to a cache of its own (``capacity`` positions) when the batch row ends."""
+        self.kv, self.ids, self.slot = self.decoder.new_kv(capacity), [], None
 
     def fork(self) -> Eagle:
         """A batch row's proposer: the same layer and heads, its own empty KV (a batch row drafts on
         a ``BatchEagle`` slot, ``eagle/batch.py``; this one serves a batch of one)."""
         f = copy.copy(self)
-        f.kv, f.ids = self.decoder.new_kv(64), []
+        f.detach(64)
         return f
 
     @property
