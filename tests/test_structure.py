@@ -1,7 +1,7 @@
 """The house plan, checked (docs/architecture.md): no import cycle between files or between sibling
 folders, the layers import only downwards, no module imports another module's private names,
 argparse lives only in specdec/cli, the install ships one top-level package, and one registry entry
-is all a new method needs."""
+is all a new method needs, for the batch too."""
 
 from __future__ import annotations
 
@@ -283,14 +283,29 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
             n = min(2, ctx.budget, ctx.k_max or 2)
             return Draft.chain(torch.tensor([ctx.tokens[-1]] * n)) if n > 0 else Draft.empty()
 
-    entry = M.Method("echo", "repeat the pending token (a test)", "chain", True, 2, "tokens", lambda res: Echo())
+    class EchoBatch:  # its batch form: every echo row of a step in one call
+        catch_up_ms, calls = 0.0, 0
+
+        def propose(self, pairs):
+            self.calls += 1
+            return [Echo().propose(ctx) for _, ctx in pairs]
+
+        def release(self, row):
+            pass
+
+        def nbytes(self):
+            return 0
+
+    batch = EchoBatch()
+    about = "repeat the pending token (a test)"
+    entry = M.Method("echo", about, "chain", True, 2, "tokens", lambda res: Echo(), batch=lambda *a: batch)
     monkeypatch.setitem(M.METHODS, "echo", entry)
     twin = Engine(engine.tokenizer, engine.target.model, None, heads_dir=None)
     assert "echo" in twin.methods and "draft" not in twin.methods
     hello = proto.hello(twin.methods, twin.context, proto.Limits(), False)
     assert {
         "name": "echo",
-        "description": "repeat the pending token (a test)",
+        "description": about,
         "drafts": "chain",
         "deterministic": True,
         "auto_k": 2,
@@ -300,3 +315,15 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
     base = twin.generate(prompt, GenerateSpec(method="none", max_new_tokens=24)).tokens
     out = twin.generate(prompt, GenerateSpec(method="echo", max_new_tokens=24))
     assert out.tokens == base and out.stats.drafted > 0
+    # the batch takes its batch form from the same entry: no other file names the method
+    from specdec.serving.backend import Request
+    from specdec.serving.batch import BatchBackend
+
+    b = BatchBackend(twin, max_batch=2, max_queue=4)
+    try:
+        assert set(b._proposers.batched) == {"echo"}
+        handles = [b.submit(Request(prompt, GenerateSpec(method="echo", max_new_tokens=24))) for _ in range(2)]
+        assert all([t for ev in h for t in ev.token_ids] == base for h in handles)
+        assert batch.calls > 0
+    finally:
+        assert b.shutdown(30)

@@ -15,7 +15,9 @@ Contract:
   the rows still drafting (``ragged.RaggedLlama``). Each row holds a draft slot (``DraftState.slot``)
   from the first time it drafts until ``release(row)``; ``draft_ms`` is the last step's time per drafting forward.
 - ``medusa_propose(medusa, pairs)``: Medusa's heads over all Medusa rows at once (one block and
-  one projection per head over the rows' stacked hidden states), each row's tree cut as solo.
+  one projection per head over the rows' stacked hidden states), each row's tree cut as solo;
+  ``BatchMedusa(medusa).propose(pairs)`` takes ``(row, ctx)`` pairs as ``BatchDraft`` does (a row
+  with no room or no hidden state yet gets an empty draft, as solo).
 Exactness: q and the tokens come from the same function as solo up to float rounding of batched
 kernels (docs/batching.md); the verifier uses exactly the q each token was drawn from.
 """
@@ -50,6 +52,9 @@ class BatchDraft:
         self.free = list(range(slots - 1, -1, -1))
         self.draft_ms: float | None = None
         self.catch_up_ms = 0.0  # the last call's long catch-up (ms), 0 when it had none
+
+    def nbytes(self) -> int:
+        return self.model.nbytes()
 
     def release(self, row) -> None:
         state = getattr(row.proposer, "state", None)  # a draft row's DraftState; other rows hold none
@@ -142,3 +147,33 @@ def medusa_propose(medusa, pairs: list) -> list[Draft]:
     for (n, _), t in zip(pairs, top):
         out.append(Draft(t[medusa.depth[:n], medusa.rank[:n]], tuple(medusa.parents[:n])))
     return out
+
+
+class BatchMedusa:
+    """Medusa's batch form (``Method.make_batch``): the rows' trees from one batched heads call."""
+
+    catch_up_ms = 0.0  # the heads read the target's hidden state: nothing to catch up
+
+    def __init__(self, medusa) -> None:
+        self.medusa = medusa
+
+    def release(self, row) -> None:
+        pass
+
+    def nbytes(self) -> int:
+        return 0
+
+    def propose(self, pairs: list) -> list[Draft]:
+        m = self.medusa
+        drafts: list[Draft | None] = [None] * len(pairs)
+        todo = []
+        for i, (_, ctx) in enumerate(pairs):
+            n = min(m.n_nodes, ctx.budget, ctx.k_max or m.n_nodes)
+            if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
+                drafts[i] = Draft.empty()  # a one-token prompt has no hidden state yet (as solo)
+            else:
+                todo.append((i, n, ctx.hidden[-1]))
+        if todo:
+            for (i, _, _), d in zip(todo, medusa_propose(m, [(n, h) for _, n, h in todo])):
+                drafts[i] = d
+        return drafts
