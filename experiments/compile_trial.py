@@ -75,9 +75,9 @@ def compile_lean(engine: Engine):
     original = lean.hidden
 
     @torch.inference_mode()
-    def hidden(cache, ids, positions, mask):
-        if mask is not None:
-            return original(cache, ids, positions, mask)
+    def hidden(cache, ids, positions, mask, kind="lean"):
+        if mask is not None or kind != "lean":
+            return original(cache, ids, positions, mask, kind)
         T, L = ids.shape[0], kv.length(cache)
         lean._table(L + T)
         bufs = kv.reserve(cache, L + T, lean.n_kv, lean.head_dim, lean.embed)

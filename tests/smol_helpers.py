@@ -13,5 +13,5 @@ def smol_engine(draft: bool = True):
 
     choice = resolve("smollm2-135m")
     engine = load_engine(choice.target, choice.draft if draft else None, "cpu", "float32", "auto", heads=choice.heads)
-    engine.model, engine.model_name = choice.model, choice.name
+    engine.source = choice
     return engine

@@ -54,11 +54,11 @@ def test_auto_k_chooses_a_plain_step_when_drafting_does_not_pay():
 def test_a_new_request_starts_its_own_run_of_plain_steps():
     from types import SimpleNamespace
 
-    from specdec.proposers.draft import DraftModel
+    from specdec.proposers.draft import DraftModel, DraftState
 
     prop = DraftModel.__new__(DraftModel)  # the k decision only: no model is run for plain steps
-    prop.tracker, prop.step_ms, prop.verify_cost = AcceptanceTracker(), 1.0, 0.1
-    prop.plain_run, prop.chose_plain, prop._request = 0, False, None
+    prop.state, prop.verify_cost = DraftState(), 0.1
+    prop.step_ms = 1.0
     prop.tracker.accepted, prop.tracker.rejections = 0.0, 10.0  # alpha 0: drafting never pays
     spec = SimpleNamespace(k="auto", confidence=None)
 
@@ -90,3 +90,33 @@ def test_engine_counts_auto_plain_steps_and_keeps_the_tokens(engine, prompts):
     assert res.stats.to_dict()["auto_plain"] == res.stats.auto_plain
     fixed = engine.generate(prompts[1], spec("draft", 3))  # an explicit k is never overridden
     assert fixed.tokens == want and fixed.stats.auto_plain == 0 and fixed.stats.drafted > 0
+
+
+def test_the_k_rule_state_is_per_request_and_shared_by_solo_and_batch(engine):
+    """One ``DraftState`` per request (draft_k.py): the solo proposer holds one, every batch row's
+    proposer its own over the same weights, and both paths choose k through it."""
+    from types import SimpleNamespace
+
+    from specdec.proposers.draft import DraftState
+    from specdec.serving.batch.rows import Forks
+
+    solo, forks = engine.proposers["draft"], Forks(engine.proposers)
+    row = forks.take("draft")
+    assert isinstance(solo.state, DraftState) and isinstance(row.state, DraftState)
+    assert row.state is not solo.state and row.model is solo.model  # own state, shared weights
+    assert row.runner is not solo.runner and row.runner.length == 0  # its own empty cache
+    forks.give("draft", row)
+    assert forks.take("draft") is row  # recycled when a row ends
+    assert forks.take("none") is engine.proposers["none"]  # no fork(): shared by every row
+    st = DraftState()
+    spec = SimpleNamespace(k="auto", confidence=None)
+    ctx = SimpleNamespace(tokens=[1, 2], spec=spec, budget=50, k_max=4, target_ms=None)
+    assert st.begin(ctx, 0.1) == 4 and not st.chose_plain  # nothing measured yet: FIRST_K
+    st.end(ctx, [5, 6, 7, 8])
+    ctx.tokens.extend([5, 6, 9])  # two of four accepted
+    st.timed(2.0)
+    st.timed(1.0)
+    assert st.step_ms == 0.8 * 2.0 + 0.2 * 1.0
+    before = st.tracker.accepted
+    st.begin(ctx, 0.1)
+    assert st.tracker.accepted == 0.9 * before + 2

@@ -42,7 +42,7 @@ def test_ragged_rows_give_the_lean_drafts_logits(engine, prompts):
 def test_draft_rows_share_one_forward_per_drafting_position(engine, prompts):
     b = BatchBackend(engine, max_batch=4, max_queue=8)
     calls = []
-    model = b._proposers.draft.model
+    model = b._proposers.batched["draft"].model
     forward = model.forward
     model.forward = lambda rows: (calls.append(len(rows)), forward(rows))[1]
     try:
@@ -56,7 +56,7 @@ def test_draft_rows_share_one_forward_per_drafting_position(engine, prompts):
         assert len(calls) <= k * b.steps  # at most k forwards per step, not k per row
     finally:
         assert b.shutdown(30)
-    assert b._proposers.draft.free and sorted(b._proposers.draft.free) == list(range(b.slots))
+    assert b._proposers.batched["draft"].free and sorted(b._proposers.batched["draft"].free) == list(range(b.slots))
 
 
 def test_medusa_and_draft_rows_batched_with_others_equal_solo(engine, prompts):
@@ -70,3 +70,13 @@ def test_medusa_and_draft_rows_batched_with_others_equal_solo(engine, prompts):
         assert [[t for ev in h for t in ev.token_ids] for h in handles] == solo
     finally:
         assert b.shutdown(30)
+
+
+def test_the_batch_draft_runs_the_solo_drafts_weights(engine):
+    """The ragged forward runs the single-request draft's fused weights, so the precision
+    calibration sets on them (fast/lowp.py) is the batch rows' too, not only solo rows'."""
+    from specdec.serving.batch.propose import Proposers
+
+    solo = engine.proposers["draft"].lean
+    ragged = Proposers(engine, 2, 64).batched["draft"].model
+    assert solo is not None and ragged.layers is solo.layers and ragged.head is solo.head

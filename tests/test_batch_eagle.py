@@ -29,7 +29,7 @@ def _solo_eagle(engine):
 
 def test_eagle_rows_share_one_forward_per_level_and_grow_their_solo_trees(engine, prompts):
     b = BatchBackend(engine, max_batch=4, max_queue=8)
-    batched, calls, seen = b._proposers.eagle, [], []
+    batched, calls, seen = b._proposers.batched["eagle"], [], []
     forward, propose = batched._forward, batched.propose
 
     def counted(f, e, pos, at, slots, lens, groups):

@@ -20,6 +20,7 @@ import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 from specdec.catalog import known, store  # noqa: E402
+from specdec.catalog.resolve import Choice  # noqa: E402
 from specdec.demo import chat_view as V  # noqa: E402
 from specdec.demo import model_info as MI  # noqa: E402
 from specdec.demo.about import about_md  # noqa: E402
@@ -156,7 +157,7 @@ def smol():
     from specdec.serving.local import LocalBackend
 
     engine = Engine.load(smol_dir(), None, heads=False)
-    engine.model, engine.model_name = SMOL, SMOL.name
+    engine.source = Choice(smol_dir(), None, None, SMOL)
     backend = LocalBackend(engine)
     yield engine, backend
     backend.shutdown(10)

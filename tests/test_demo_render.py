@@ -14,7 +14,7 @@ import pytest
 
 from specdec.core.config import ConfigError, GenerateSpec
 from specdec.core.events import Piece, Stats, StepEvent
-from specdec.core.theory import expected_tokens, speedup
+from specdec.core.theory import expected_tokens, optimal_k, speedup
 from specdec.demo import race as RC
 from specdec.demo import render as R
 from specdec.demo import stats as S
@@ -289,6 +289,12 @@ def test_theory_figure_plots_the_closed_form_and_the_runs():
     assert curves["theory, k=4, c=0.10"].y[80] == pytest.approx(speedup(0.8, 4, 0.1))
     assert list(curves["your runs (tau)"].x) == [0.6] and list(curves["your races (speedup)"].y) == [1.3]
     assert "2.77 tokens per target forward" in T.theory_text(0.7, 4, 0.1)
+    k, s = optimal_k(0.7, 0.1, 16)
+    assert k > 0 and f"best k for this alpha and c is **{k}** ({s:.2f}x)" in T.theory_text(0.7, 4, 0.1)
+    # alpha <= c: no k beats plain decoding, and the page says so instead of naming a k
+    assert optimal_k(0.2, 0.5, 16)[0] == 0
+    text = T.theory_text(0.2, 4, 0.5)
+    assert "No k pays" in text and "k = 0" in text and "best k for" not in text
 
 
 def test_parse_weights():

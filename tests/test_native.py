@@ -12,6 +12,8 @@ whichever forward the target uses: native for int4 and q4_1 here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -19,6 +21,7 @@ from specdec.kernels import native, why_not
 from specdec.models import blocks
 from specdec.models import cache as kv
 from specdec.models import quant as Q
+from specdec.models.forward import kernel
 from tests.smol_helpers import smol_engine
 
 
@@ -61,19 +64,18 @@ def _forward(engine, fmt: str, ids: list[int], T: int, use_native: bool):
     engine.set_weights(fmt)
     t = engine.target
     lt = t.lean
-    keep = lt.native
-    assert keep is not None, f"{fmt}: the native forward should apply ({why_not()})"
+    assert "native" in t.rows(), f"{fmt}: the native forward should apply ({why_not()})"
+    kind = kernel(replace(t.forward, rows="native" if use_native else "eager"), T, True, True)
+    assert kind == ("native" if use_native else "eager")
     try:
-        lt.native = keep if use_native else None
         t.reset()
         t.prefill(ids)
         L = kv.length(t.cache)
         with torch.inference_mode():
-            h = lt.hidden(t.cache, torch.tensor(ids[-T:]), torch.arange(L, L + T).view(1, -1), None, True)
+            h = lt.hidden(t.cache, torch.tensor(ids[-T:]), torch.arange(L, L + T).view(1, -1), None, kind)
         keys = torch.stack([la.keys[0, :, L : L + T] for la in t.cache.layers])
         return h, keys
     finally:
-        lt.native = keep
         t.reset()
         engine.set_weights("fp32")
 

@@ -9,10 +9,13 @@ that test also compares the two implementations).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from specdec.models import cache as kv
+from specdec.models.forward import kernel
 from specdec.models.lean_target import ROW_EXACT
 from tests.smol_helpers import smol_engine
 
@@ -23,26 +26,24 @@ def _both(engine, fmt: str, ids: list[int], T: int) -> None:
     engine.set_weights(fmt)
     t = engine.target
     lt = t.lean
-    script, native = lt.script, lt.native
-    assert script is not None, f"{fmt}: the scripted forward should apply"
-    lt.native = None  # the native forward has its own arithmetic (tests/test_native.py)
+    assert "script" in t.rows(), f"{fmt}: the scripted forward should apply"
+    # the native forward has its own arithmetic (tests/test_native.py): eager against TorchScript
+    assert kernel(replace(t.forward, rows="script"), T, True, True) == "script"
     try:
         t.reset()
         t.prefill(ids)
         L = kv.length(t.cache)
         out = {}
-        for name, s in (("eager", None), ("scripted", script)):
-            lt.script = s
-            for _ in range(3 if s else 1):  # TorchScript optimizes its graph after profiling runs
+        for name, kind in (("eager", "eager"), ("scripted", "script")):
+            for _ in range(3 if kind == "script" else 1):  # TorchScript optimizes its graph after profiling runs
                 kv.truncate(t.cache, L)
                 with torch.inference_mode():
-                    h = lt.hidden(t.cache, torch.tensor(ids[-T:]), torch.arange(L, L + T).view(1, -1), None, True)
+                    h = lt.hidden(t.cache, torch.tensor(ids[-T:]), torch.arange(L, L + T).view(1, -1), None, kind)
             keys = [la.keys[0, :, L : L + T].clone() for la in t.cache.layers]
             out[name] = (h, keys)
         assert torch.equal(out["eager"][0], out["scripted"][0]), f"{fmt}, T={T}: hidden states differ"
         assert all(torch.equal(a, b) for a, b in zip(out["eager"][1], out["scripted"][1])), f"{fmt}: keys differ"
     finally:
-        lt.script, lt.native = script, native
         t.reset()
         engine.set_weights("fp32")
 
@@ -54,7 +55,8 @@ def test_scripted_chain_equals_eager_rows_tiny(engine, prompts, fmt, T):
 
 
 def test_fp32_layers_take_the_eager_path(engine):
-    assert engine.target.lean is None or engine.target.lean.script is None
+    assert engine.target.rows() == () and engine.forward.rows == ""
+    assert engine.target.lean is None or engine.target.lean.rows() == ()
 
 
 @pytest.mark.slow
@@ -69,16 +71,15 @@ def test_calibration_keeps_the_fastest_of_native_scripted_and_eager(engine):
 
     try:
         engine.set_weights("int4")
-        lean = engine.target.lean
-        assert lean.native is not None and lean.script is not None
+        assert engine.target.rows() == ("native", "script", "eager") and engine.forward.rows == "native"
         t = {"step_us": 10.0, "script_step_us": 12.0, "eager_step_us": 13.0}
-        assert use_forward(engine, {"int4": t}) == "native" and lean.native is not None
+        assert use_forward(engine, {"int4": t}) == "native" and engine.forward.rows == "native"
         assert use_forward(engine, {"int4": t | {"script_step_us": 8.0}}) == "script"
-        assert lean.native is None and lean.script is not None
+        assert engine.forward.rows == "script"
         engine.set_weights("fp32")
         engine.set_weights("int4")
-        lean = engine.target.lean
+        assert engine.forward.rows == "native"  # a new format starts on its default
         assert use_forward(engine, {"int4": t | {"eager_step_us": 7.0}}) == "eager"
-        assert lean.native is None and lean.script is None
+        assert engine.forward.rows == "eager"
     finally:
         engine.set_weights("fp32")

@@ -1,7 +1,7 @@
 """The house plan, checked (docs/architecture.md): no import cycle between files or between sibling
 folders, the layers import only downwards, no module imports another module's private names,
 argparse lives only in specdec/cli, the install ships one top-level package, and one registry entry
-is all a new method needs."""
+is all a new method needs, for the batch too."""
 
 from __future__ import annotations
 
@@ -105,12 +105,13 @@ def test_no_import_cycle_between_files():
 
 # The folders of specdec/ from the bottom up (docs/architecture.md): a folder imports only folders
 # listed before it, and ``paths`` (no imports of its own). Front ends sit beside each other; only
-# the CLI imports bench, training and export.
+# the CLI imports bench, training and export. Every folder is listed (test_every_folder_has_a_layer).
 LAYERS: dict[str, set[str]] = {
     "core": set(),
     "figures": set(),
     "catalog": set(),
-    "models": {"core"},
+    "kernels": set(),  # native sources and their build; only ``paths`` of the package
+    "models": {"core", "kernels"},
     "fast": {"core", "models"},
     "proposers": {"core", "models", "fast"},
     "engine": {"core", "catalog", "models", "fast", "proposers"},
@@ -163,6 +164,22 @@ def test_no_cycle_between_sibling_folders():
     assert set(folder_graph(graph, "specdec")) >= {f"specdec.{f}" for f in LAYERS}
 
 
+# The modules at the root of specdec/ besides its __init__: paths (imports nothing of the package,
+# so any folder may use it) and __main__ (the CLI's entry, which imports cli).
+ROOT_MODULES = {"paths", "__main__"}
+
+
+def _specdec_folders() -> set[str]:
+    return {d.name for d in (ROOT / "specdec").iterdir() if d.is_dir() and any(d.rglob("*.py"))}
+
+
+def test_every_folder_has_a_layer():
+    """No folder escapes the layer check by being missing from LAYERS (kernels once did)."""
+    assert _specdec_folders() == set(LAYERS)
+    roots = {p.stem for p in (ROOT / "specdec").glob("*.py")} - {"__init__"}
+    assert roots == ROOT_MODULES
+
+
 def test_the_layers_import_only_downwards():
     graph = import_graph()
     bad = []
@@ -171,16 +188,19 @@ def test_the_layers_import_only_downwards():
             assert not any(d.startswith("experiments") for d in deps) or name.startswith("experiments"), name
             continue
         folder = name.split(".")[1]
-        if folder not in LAYERS:  # a root module: paths (imports nothing), __main__ (the CLI)
+        if folder in ROOT_MODULES:
+            assert folder == "__main__" or not deps, name  # paths imports nothing of the package
             continue
+        assert folder in LAYERS, name
         for d in deps:
             other = d.split(".")[1] if d.startswith("specdec.") and d.count(".") else None
             if d.startswith("experiments"):
                 bad.append((name, d))
-            elif other and other != folder and other in LAYERS and other not in LAYERS[folder]:
+            elif other and other != folder and other not in ROOT_MODULES and other not in LAYERS[folder]:
                 bad.append((name, d))
     assert bad == []
     assert LAYERS["core"] == set() and "bench" not in LAYERS["demo"]  # the rules the docs state
+    assert graph["specdec.models.native"] >= {"specdec.kernels"}  # it sees the kernels' edges
 
 
 def _private_imports(path: Path, mods: dict[str, Path]) -> list[str]:
@@ -263,14 +283,29 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
             n = min(2, ctx.budget, ctx.k_max or 2)
             return Draft.chain(torch.tensor([ctx.tokens[-1]] * n)) if n > 0 else Draft.empty()
 
-    entry = M.Method("echo", "repeat the pending token (a test)", "chain", True, 2, "tokens", lambda res: Echo())
+    class EchoBatch:  # its batch form: every echo row of a step in one call
+        catch_up_ms, calls = 0.0, 0
+
+        def propose(self, pairs):
+            self.calls += 1
+            return [Echo().propose(ctx) for _, ctx in pairs]
+
+        def release(self, row):
+            pass
+
+        def nbytes(self):
+            return 0
+
+    batch = EchoBatch()
+    about = "repeat the pending token (a test)"
+    entry = M.Method("echo", about, "chain", True, 2, "tokens", lambda res: Echo(), batch=lambda *a: batch)
     monkeypatch.setitem(M.METHODS, "echo", entry)
     twin = Engine(engine.tokenizer, engine.target.model, None, heads_dir=None)
     assert "echo" in twin.methods and "draft" not in twin.methods
     hello = proto.hello(twin.methods, twin.context, proto.Limits(), False)
     assert {
         "name": "echo",
-        "description": "repeat the pending token (a test)",
+        "description": about,
         "drafts": "chain",
         "deterministic": True,
         "auto_k": 2,
@@ -280,3 +315,15 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
     base = twin.generate(prompt, GenerateSpec(method="none", max_new_tokens=24)).tokens
     out = twin.generate(prompt, GenerateSpec(method="echo", max_new_tokens=24))
     assert out.tokens == base and out.stats.drafted > 0
+    # the batch takes its batch form from the same entry: no other file names the method
+    from specdec.serving.backend import Request
+    from specdec.serving.batch import BatchBackend
+
+    b = BatchBackend(twin, max_batch=2, max_queue=4)
+    try:
+        assert set(b._proposers.batched) == {"echo"}
+        handles = [b.submit(Request(prompt, GenerateSpec(method="echo", max_new_tokens=24))) for _ in range(2)]
+        assert all([t for ev in h for t in ev.token_ids] == base for h in handles)
+        assert batch.calls > 0
+    finally:
+        assert b.shutdown(30)

@@ -182,7 +182,7 @@ def run_concurrency(
         from specdec.bench.vllm_rows import vllm_rows
         from specdec.catalog.resolve import export_folders
 
-        choice = getattr(engine, "choice", None)
+        choice = getattr(engine, "source", None)
         rows += vllm_rows(ids, levels, max_new, ref, vllm, folders=choice and export_folders(choice))
     out = {"max_new_tokens": max_new, "prompts": len(prompts), "levels": levels, "repeats": repeats, "rows": rows}
     return out | ({"not_run": not_run} if not_run else {})

@@ -58,10 +58,7 @@ def memwall(engine, none_tok_s: float | None, timings: dict | None = None) -> di
     nbytes = step_bytes(engine.target)
     bw = bandwidth_gbs()
     limit = bw * 1e9 / nbytes
-    lean = engine.target.lean if engine.target.path == "lean" else None
-    forward = ""
-    if lean is not None and lean.row_exact:
-        forward = "native" if lean.native else "script" if lean.script else "eager"
+    forward = engine.forward.rows  # the row-exact forward running ("" off a row-exact format)
     row = {
         "format": fmt,
         "kernel": KERNELS.get(fmt, fmt) + FORWARDS.get(forward, ""),

@@ -10,13 +10,18 @@ Contract: importing this module loads no torch (the CLI's ``--help`` reads it). 
   what an explicit k limits;
 - ``build``: the factory (or ``"module:function"`` naming one in ``specdec/proposers/factories.py``);
   ``make(res)`` calls it: the proposer for an engine's loaded ``Resources``, or None when what the method
-  needs is not there (no draft model, no heads folder), in which case the engine does not offer it.
+  needs is not there (no draft model, no heads folder), in which case the engine does not offer it;
+- ``batch``: the batch form's factory, named the same way, or None (rows then propose one by one);
+  ``make_batch(proposer, slots, capacity)`` calls it: an object whose ``propose(pairs)`` drafts for
+  many rows at once (``(row, ctx)`` pairs, one ``Draft`` each), with ``release(row)``, ``nbytes()``
+  and ``catch_up_ms``, or None where the proposer has no batch form here (serving/batch/propose.py).
 ``k_max(method, k)`` is the one rule turning a request's k into the proposer's cap.
 ``preferred(available, order)`` picks a front end's default from what an engine offers:
 ``GENERATE_ORDER`` for generation (the draft model, whose fates teach the most; then the heads,
 then prompt lookup, which needs nothing trained: a model with no draft still speculates), ``COMPLETE_ORDER``
 for editor completion (prompt lookup: the fastest on code in docs/bench.md, and no second model).
-Adding a method is one entry here plus its proposer.
+Adding a method is one entry here plus its proposer (and, to batch its model across rows, its
+batch form).
 """
 
 from __future__ import annotations
@@ -41,6 +46,13 @@ class Resources:
     lm_head: Any = None  # the target's LM head as Target.head hands it (EAGLE reads the same copy)
 
 
+def _factory(build: Callable[..., Any] | str) -> Callable[..., Any]:
+    if isinstance(build, str):
+        module, _, name = build.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return build
+
+
 @dataclass(frozen=True)
 class Method:
     name: str
@@ -51,16 +63,17 @@ class Method:
     k_means: str
     build: Callable[[Resources], Any] | str  # a factory, or "module:function" naming one
     adaptive: bool = False  # k = "auto" is chosen at run time from measurements
+    batch: Callable[..., Any] | str | None = None  # the batch form's factory (or its name), or None
 
     def make(self, res: Resources) -> Any:
         """The proposer for ``res``, or None when what the method needs was not loaded. A factory
         named by a string is imported here, when an engine is built: the registry stays data, so
         this layer imports no proposer (tests/test_structure.py)."""
-        build = self.build
-        if isinstance(build, str):
-            module, _, name = build.partition(":")
-            build = getattr(importlib.import_module(module), name)
-        return build(res)
+        return _factory(self.build)(res)
+
+    def make_batch(self, proposer: Any, slots: int, capacity: int) -> Any:
+        """The batch form over ``proposer``'s weights for ``slots`` rows, or None (none here)."""
+        return _factory(self.batch)(proposer, slots, capacity) if self.batch is not None else None
 
     @property
     def tree(self) -> bool:
@@ -103,6 +116,7 @@ METHODS: dict[str, Method] = {
             k_means=f"{TOKENS} (auto: adaptive, up to {DRAFT_AUTO_K})",
             build="specdec.proposers.factories:draft",
             adaptive=True,
+            batch="specdec.proposers.factories:batch_draft",
         ),
         Method(
             name="lookup",
@@ -122,6 +136,7 @@ METHODS: dict[str, Method] = {
             auto_k=None,
             k_means=f"{NODES} (auto: the trained tree)",
             build="specdec.proposers.factories:medusa",
+            batch="specdec.proposers.factories:batch_medusa",
         ),
         Method(
             name="eagle",
@@ -131,6 +146,7 @@ METHODS: dict[str, Method] = {
             auto_k=None,
             k_means=f"{NODES} (auto: the trained budget)",
             build="specdec.proposers.factories:eagle",
+            batch="specdec.proposers.factories:batch_eagle",
         ),
     )
 }

@@ -19,6 +19,9 @@ after the target's prefill (``specdec/proposers/draft_warm.py``); a proposer wit
 Neither changes what ``propose`` returns for given tokens, only when the feeding is paid. Such a
 proposer may also keep its cache per document and offer ``drop_prefix(ids)`` (drop the kept cache
 of a closed document whose last prompt was ``ids``; the in-process backend calls it).
+A proposer with per-request state (a cache, an acceptance estimate, a run of plain steps) offers
+``fork()``: a proposer over the same weights with fresh state, which the batch gives each row
+(``serving/batch/rows.Forks``); a proposer without it is shared by every row.
 
 Why settings travel in the context: one proposer object serves every request of an engine (it
 holds a model and caches), so nothing per request may be written onto it. Proposers keep only

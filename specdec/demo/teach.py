@@ -7,8 +7,9 @@ Contract:
   (RunRecord) overlaid as points. alpha = accepted / tested (the probability a tested draft token
   is accepted, Leviathan et al.'s alpha): the runs are placed by ``Stats.alpha_tested``, not by the
   Generate view's acceptance rate accepted / drafted, which is smaller. ``theory_text`` states the
-  numbers at the sliders' values and that the walltime factor takes r = 1 (verifying k + 1 tokens
-  as cheap as one), which a CPU does not give.
+  numbers at the sliders' values, the best k there (``optimal_k``, the rule auto k uses: k = 0,
+  plain decoding, when no k beats it, and then the text says that nothing pays) and that the
+  walltime factor takes r = 1 (verifying k + 1 tokens as cheap as one), which a CPU does not give.
 - ``parse_weights(text, V)`` turns "5, 3, 1, 1" into a probability vector or raises ConfigError.
 - ``monte_carlo(p, q, n, seed, checkpoints)`` draws x ~ q and runs the REAL verifier
   (specdec.core.verify.verify on an specdec.core.tree.Draft chain of one token with its q row) n times,
@@ -28,7 +29,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec.core.config import ConfigError
-from specdec.core.theory import best_k, expected_tokens, speedup
+from specdec.core.theory import expected_tokens, optimal_k, speedup
 from specdec.demo.runs import RunRecord
 
 MAX_VOCAB = 12
@@ -46,13 +47,25 @@ The acceptance rate is Σ min(p, q) = 1 - TV(p, q), so a rejection happens with 
 TV(p, q): the closer the draft is to the target, the more tokens are accepted, yet the output
 distribution never depends on q. No exact rule that checks one drafted token can accept more often
 than Σ min(p, q) (at each token, P(draft = output = t) ≤ min(p(t), q(t))); verifying a whole block
-of drafted tokens jointly can (block verification, Sun et al.). q must be the distribution the draft
-really sampled from. These are Leviathan et al.'s letters; Chen et al. call the target q and the
+of drafted tokens jointly can: block verification (Sun et al.) is optimal in the expected number of
+tokens per step, so on average never worse than token by token (not on every draft). q must be the
+distribution the draft really sampled from. These are Leviathan et al.'s letters; Chen et al. call the target q and the
 draft p. The histogram on the right is drawn through the project's real verifier
 (`specdec/core/verify.py`), the same code that checks every draft in the Generate view. The full
 derivation, chains of k tokens and trees, and why Medusa's typical acceptance is not exact, are in
 the two sections below this view (docs/theory-lossless.md and the index of every theory page).
 """
+
+
+def best_k_words(alpha: float, c: float, k_max: int = 16) -> str:
+    """The sentence on the best k: ``optimal_k``'s k, or that no k pays (auto k then decodes plainly)."""
+    k, s = optimal_k(alpha, c, k_max)
+    if k == 0:
+        return (
+            f"**No k pays** at this alpha and c: every k up to {k_max} is slower than plain decoding "
+            f"(some k pays only when alpha > c), so auto k chooses k = 0, a plain step."
+        )
+    return f"The best k for this alpha and c is **{k}** ({s:.2f}x)."
 
 
 def theory_text(alpha: float, k: int, c: float) -> str:
@@ -62,7 +75,7 @@ def theory_text(alpha: float, k: int, c: float) -> str:
         f"At alpha = {alpha:.2f} (alpha = accepted / tested: the probability a tested draft token is "
         f"accepted), k = {k}, c = {c:.2f}: **{e:.2f} tokens per target forward**, "
         f"walltime factor **{s:.2f}x** (k c + 1 = {k * c + 1:.2f} forwards' worth of time per step). "
-        f"The best k for this alpha and c is **{best_k(alpha, c, 16)}**. This takes r = 1: verifying "
+        f"{best_k_words(alpha, c)} This takes r = 1: verifying "
         f"k + 1 tokens costs one 1-token forward, as on a GPU with a small batch. On a CPU, or in a "
         f"large batch, r > 1 and grows with k, which lowers the speedup (docs/theory-speedup.md)."
     )

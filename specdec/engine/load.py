@@ -7,8 +7,9 @@ whoever calls this asked for a ready-to-run engine; ``Engine(...)`` itself never
 ``engine_from_args(ns)`` does the same from the parsed flags every command shares (``--model``,
 ``--target``, ``--draft``, ``--no-draft``, ``--device``, ``--dtype``, ``--weights``,
 ``--recalibrate``; specdec/cli/args.py declares them): the catalogue turns them into folders
-(specdec/catalog/resolve.py) and the engine keeps the entry as ``engine.model`` (front ends
-describe the model they run from it). The target's weight format is set before the rest of
+(specdec/catalog/resolve.py) and the engine keeps that choice as ``engine.source``, its one record
+of what it runs (``engine.model``, the catalogue entry front ends describe, and ``engine.model_name``
+read it). The target's weight format is set before the rest of
 calibration, which then times the paths of the format that runs.
 """
 
@@ -50,9 +51,7 @@ def engine_from_args(args) -> Engine:
         # bytes a step reads; the 4-bit formats are made from float32 weights (models/quant.py)
         dtype = choice.model.extra.get("dtype", dtype)
     engine = load_engine(choice.target, choice.draft, args.device, dtype, None, heads=choice.heads)
-    engine.model = choice.model
-    engine.model_name = choice.name
-    engine.choice = choice  # what vLLM's rows export (specdec/bench/vllm_rows.py)
+    engine.source = choice  # engine.model, engine.model_name and what vLLM's rows export read it
     draft_weights(engine, choice, choose_weights(engine, weights, mode))
     engine.calibrate(mode)
     return engine

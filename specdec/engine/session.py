@@ -96,10 +96,23 @@ class Engine:
         self._live: tuple[int, object] | None = None  # (thread, stream) of the stream running now
         self._guard = threading.Lock()  # for the two fields above only, never held across a step
         self.target_ms: float | None = None  # the target step's running time, carried across requests
-        self.model = None  # the catalogue entry it runs (specdec/catalog/known.py), set by load_engine
-        self.model_name: str = "custom"
+        self.source = None  # the catalogue choice it was loaded from (catalog/resolve.py ``Choice``), or None
         self.calibration = Calibration("off")  # stock paths until a caller asks (``calibrate``)
         self.weight_timings: dict | None = None  # the weight formats timed (specdec/fast/calibrate_weights.py)
+
+    @property
+    def forward(self):
+        """What computes the target's forwards (``specdec/models/forward.py``: path, weights, rows)."""
+        return self.target.forward
+
+    @property
+    def model(self):
+        """The catalogue entry it runs (specdec/catalog/known.py), None for folders outside it."""
+        return self.source.model if self.source is not None else None
+
+    @property
+    def model_name(self) -> str:
+        return self.source.name if self.source is not None else "custom"
 
     def calibrate(self, mode: str = "auto") -> Calibration:
         """Choose this machine's fastest paths by measurement (specdec/fast/calibrate.py): "auto"

@@ -79,53 +79,46 @@ def _timed(target) -> dict:
         return fn
 
     fns = {"1": run(Draft.empty())} | {str(k): run(Draft.chain(ids[:k])) for k in VERIFY_K}
-    lean = target.lean if target.path == "lean" else None
-    for name, (native, script) in _forwards(lean).items():  # the same step on the other forwards
-        fns[name] = _with(lean, native, script, fns["1"])
+    for name in _others(target):  # the same step on the other row-exact forwards
+        fns[name] = _with(target, name, fns["1"])
     t = best_of(fns, calls=2, samples=3)
     target.reset()
     out = {"step_us": t["1"], "verify_us": {k: t[str(k)] for k in map(str, VERIFY_K)}, "bytes": step_bytes(target)}
-    return out | {f"{name}_step_us": t[name] for name in _forwards(lean)}
+    return out | {f"{name}_step_us": t[name] for name in _others(target)}
 
 
-def _forwards(lean) -> dict:
-    """The row-exact forwards other than the default one (native, else TorchScript): name ->
-    (native, script) settings of ``LeanTarget``."""
-    native, script = getattr(lean, "native", None), getattr(lean, "script", None)
-    out = {}
-    if native is not None and script is not None:
-        out["script"] = (None, script)
-    if native is not None or script is not None:
-        out["eager"] = (None, None)
-    return out
+def _others(target) -> tuple[str, ...]:
+    """The row-exact forwards built besides the default one (native, else TorchScript; ``Target.rows``)."""
+    rows = target.rows()
+    return rows[1:] if len(rows) > 1 else ()
 
 
-def _with(lean, native, script, fn):
+def _with(target, rows: str, fn):
     def run():
-        before = lean.native, lean.script
-        lean.native, lean.script = native, script
+        before = target.forward.rows
+        target.use_rows(rows)
         try:
             fn()
         finally:
-            lean.native, lean.script = before
+            target.use_rows(before)
 
     return run
 
 
 def use_forward(engine, timings: dict | None) -> str:
     """Keep the forward whose plain step timed fastest (``models/native.py``, ``models/scripted.py``
-    or eager); returns its name ("native", "script", "eager" or "" off the lean path). Native is
-    the default's choice wherever it exists; the others are bit for bit equal to each other, and
-    the native one is used for every row-exact forward or for none, so this is a choice of speed."""
-    lean = engine.target.lean if engine.target.path == "lean" else None
-    if lean is None or not getattr(lean, "row_exact", False):
+    or eager) through ``Target.use_rows``; returns its name ("native", "script", "eager" or "" off
+    a row-exact format). Native is the default's choice wherever it exists; the others are bit for
+    bit equal to each other, and the native one is used for every row-exact forward or for none,
+    so this is a choice of speed."""
+    target = engine.target
+    rows = target.rows()
+    if not rows:
         return ""
-    default = "native" if lean.native is not None else "script" if lean.script is not None else "eager"
-    t = (timings or {}).get(engine.target.weights, {})
-    times = {default: t.get("step_us", 0.0)} | {n: t[f"{n}_step_us"] for n in _forwards(lean) if f"{n}_step_us" in t}
+    t = (timings or {}).get(target.weights, {})
+    times = {rows[0]: t.get("step_us", 0.0)} | {n: t[f"{n}_step_us"] for n in rows[1:] if f"{n}_step_us" in t}
     best = min(times, key=times.get)
-    if best != default:
-        lean.native, lean.script = _forwards(lean)[best]
+    target.use_rows(best)
     return best
 
 

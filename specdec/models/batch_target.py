@@ -22,9 +22,12 @@ choice). ``head``: the LM head to apply (the solo target's packed head; default 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from specdec.core.tree import Draft, tree_attention_mask
+from specdec.models.forward import Forward
 from specdec.models.lean_rows import LeanRows
 from specdec.models.packed import pack_linears, packed_scope
 from specdec.models.slots import SlotCache
@@ -40,7 +43,7 @@ class BatchTarget:
         self.lm_head = model.get_output_embeddings()
         self.head = head if head is not None else self.lm_head
         self.lean = LeanRows(lean, capacity) if lean is not None else None
-        self.path = "hf"
+        self.forward = Forward()  # its path is the solo target's (the scheduler copies it at start)
         self.dtype = self.lm_head.weight.dtype
         self.device = self.lm_head.weight.device
         self.cache = SlotCache(model.config.num_hidden_layers, slots, capacity)
@@ -57,7 +60,11 @@ class BatchTarget:
     def use(self, path: str) -> None:
         if path not in self.paths:
             raise ValueError(f"batch target path {path!r} not available here: {', '.join(self.paths)}")
-        self.path = path
+        self.forward = replace(self.forward, path=path)
+
+    @property
+    def path(self) -> str:
+        return self.forward.path
 
     def hidden(self, s: int) -> torch.Tensor:
         return self._hidden[s, : len(self.ids[s])]

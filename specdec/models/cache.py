@@ -1,4 +1,5 @@
-"""The only module that touches transformers' Cache internals.
+"""The single request's KV cache: with ``slots.py`` (the batch's fixed slots), the only module that
+touches transformers' Cache internals.
 
 Contract:
 - ``new_cache(n_layers, capacity)`` returns a ``transformers.Cache`` whose layers write keys and

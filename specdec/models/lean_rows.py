@@ -48,12 +48,7 @@ class LeanRows:
     def _buffers(self, cache: SlotCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Each layer's [slots, KV, capacity, hd] keys and values (allocated once, as a transformers
         forward would at its first update)."""
-        layer0 = cache.layers[0]
-        if not layer0.is_initialized:
-            probe = self.embed.new_zeros((1, self.KV, 1, self.hd))
-            for layer in cache.layers:
-                layer.lazy_initialization(probe, probe)
-        return [(la._k, la._v) for la in cache.layers]
+        return cache.buffers(self.embed.new_zeros((1, self.KV, 1, self.hd)))
 
     @torch.inference_mode()
     def hidden(self, cache: SlotCache, lo: int, rows: list, mask: torch.Tensor | None) -> torch.Tensor:

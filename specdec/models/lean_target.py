@@ -12,15 +12,15 @@ Contract:
   Qwen2 (q/k/v biases, no sliding window): ``LeanTarget(model, fmt=...)`` with ``fmt`` one of
   ``quant.FORMATS`` other than fp32 runs the weights in that format (``FusedLayer.quantized``).
   ``row_exact`` (int8 and int4): every forward of one token, and every forward with ``exact=True``
-  (the verifier's), attends row by row (``rowexact.attend_rows``), so each row of a k-row forward
-  is bit for bit the one-row forward of plain decoding; prefill keeps one batched call. A chain
-  (plain steps, the verifier's chains) runs that forward as one TorchScript function,
-  ``script`` (``scripted.ScriptedLayers``: the same calls, the same floats; None where it does not
-  apply or calibration timed it slower); trees run the eager ``attend_rows``. On int4, ``native``
-  (``native.NativeLayers``, compiled loops around the same int4 matmuls; its own arithmetic) takes
-  every row-exact forward, chains and trees, when it built and calibration timed it fastest:
-  plain steps and verifier rows then all come from it.
-- ``hidden(cache, ids, positions, mask)`` is what ``model.get_decoder()(...).last_hidden_state[0]``
+  (the verifier's), attends row by row, so each row of a k-row forward is bit for bit the
+  one-row forward of plain decoding; prefill keeps one batched call. Three forwards compute those
+  rows (``rows()``: the ones built here): "eager" (``rowexact.attend_rows``), "script" (one
+  TorchScript function for a chain, ``scripted.ScriptedLayers``: the same calls, the same floats;
+  built where it applies) and, on int4 and q4_1, "native" (``native.NativeLayers``, compiled loops
+  around the same matmuls, its own arithmetic, chains and trees; built where the kernels built).
+  Which one runs is not decided here: the caller passes ``kind``, what ``forward.kernel`` chose
+  from the target's ``Forward`` (calibration times them and keeps the fastest).
+- ``hidden(cache, ids, positions, mask, kind)`` is what ``model.get_decoder()(...).last_hidden_state[0]``
   returns for the same arguments, to float tolerance: ``ids`` [T] long, ``positions`` [T] long
   (any order: tree nodes share depths), ``mask`` None (causal among the T tokens) or the additive
   tree mask [1, 1, T, L + T] of ``tree.tree_attention_mask``. Keys and values are written into
@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.models import cache as kv
+from specdec.models.forward import ROWS
 from specdec.models.lean import FusedLayer, LeanLlama, causal_mask, dims, rope_table
 from specdec.models.native import NativeLayers
 from specdec.models.rowexact import attend_rows, visible_rows
@@ -69,14 +70,21 @@ class LeanTarget:
             self.layers = [FusedLayer.of(layer, H, KV, eps, fold_rope) for layer in m.layers]
         else:
             self.layers = [FusedLayer.quantized(layer, H, KV, eps, fmt) for layer in m.layers]
-        self.script = ScriptedLayers.of(self.layers) if self.row_exact else None
+        script = ScriptedLayers.of(self.layers) if self.row_exact else None
         native = fmt in ("int4", "q4_1") and self.embed.dtype == torch.float32  # rows.cpp: float32 caches
-        self.native = NativeLayers.of(self.layers) if native else None
+        native = NativeLayers.of(self.layers) if native else None
+        self._rows = {"native": native, "script": script}  # the compiled row-exact forwards built here
         rot = m.rotary_emb
         self.inv_freq = rot.inv_freq.float()
         self.rope_scale = float(getattr(rot, "attention_scaling", 1.0))
         self.dtype = self.embed.dtype
         self.cos = self.sin = self.embed.new_empty((0, 0))
+
+    def rows(self) -> tuple[str, ...]:
+        """The row-exact forwards this target can run, in ``forward.ROWS`` order; () off a row-exact format."""
+        if not self.row_exact:
+            return ()
+        return tuple(r for r in ROWS if r == "eager" or self._rows[r] is not None)
 
     def _table(self, need: int) -> None:
         if need > self.cos.shape[0]:
@@ -85,8 +93,9 @@ class LeanTarget:
 
     @torch.inference_mode()
     def hidden(
-        self, cache, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, exact: bool = False
+        self, cache, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, kind: str = "lean"
     ) -> torch.Tensor:
+        """``kind``: "lean" (the fused layers over all T rows at once) or a row-exact forward of ``rows()``."""
         T, L = ids.shape[0], kv.length(cache)
         pos = positions.view(-1)
         self._table(L + T if mask is None else int(pos.max()) + 1)
@@ -98,11 +107,11 @@ class LeanTarget:
             att = mask[0, 0]
         x = self.embed[ids]
         bufs = kv.reserve(cache, L + T, self.n_kv, self.head_dim, x)
-        if self.row_exact and (exact or T == 1) and self.native is not None:
-            x = self.native.rows(x, cos, sin, bufs, L, None if mask is None else visible_rows(mask, L))
-        elif self.row_exact and (exact or T == 1) and mask is None and self.script is not None:
-            x = self.script.chain(x, cos, sin, bufs, L)
-        elif self.row_exact and (exact or T == 1):
+        if kind == "native":
+            x = self._rows["native"].rows(x, cos, sin, bufs, L, None if mask is None else visible_rows(mask, L))
+        elif kind == "script":
+            x = self._rows["script"].chain(x, cos, sin, bufs, L)
+        elif kind == "eager":
             seen = None if mask is None else visible_rows(mask, L)
             for layer, (k, v) in zip(self.layers, bufs):
                 x = attend_rows(layer, x, cos, sin, k, v, L, seen)

@@ -7,8 +7,10 @@ folded, RoPE fused into the QKV projection: the same layer body as the single-re
 run over ragged rows by ``lean_rows.ragged_layer`` as the batch target's layers are)
 and tokens flattened across rows, so the linears see no padding.
 
-Contract: ``RaggedLlama(model, slots, capacity)`` (``supports(model)`` as ``LeanLlama``) keeps
-keys/values ``[slots, kv_heads, capacity, head_dim]`` per layer, allocated once.
+Contract: ``RaggedLlama(model, slots, capacity, lean=None)`` (``supports(model)`` as ``LeanLlama``)
+keeps keys/values ``[slots, kv_heads, capacity, head_dim]`` per layer, allocated once. ``lean``: a
+``LeanLlama`` of the same model whose fused weights it runs (the single-request draft's, so the
+weight precision calibration set there, ``fast/lowp.py``, is the batch rows' too); default: its own.
 ``forward(rows)``: ``rows[b] = (slot, tokens, start)`` appends ``tokens`` to slot ``slot`` at
 positions ``start ..`` (causal among themselves, seeing the slot's positions ``[0, start)``) and
 returns the float32 logits after each row's last token, ``[B, V]``. A slot's positions at or after
@@ -31,8 +33,8 @@ class RaggedLlama:
     supports = staticmethod(LeanLlama.supports)
 
     @torch.inference_mode()
-    def __init__(self, model: torch.nn.Module, slots: int, capacity: int) -> None:
-        lean = LeanLlama(model, capacity=1)  # its fused layers and head; its own cache stays unused
+    def __init__(self, model: torch.nn.Module, slots: int, capacity: int, lean: LeanLlama | None = None) -> None:
+        lean = lean if lean is not None else LeanLlama(model, capacity=1)  # its layers and head; not its cache
         self.layers, self.head, self.embed, self.eps = lean.layers, lean.head, lean.embed, lean.eps
         self.H, self.KV, self.hd = lean.n_heads, lean.n_kv, lean.head_dim
         self.capacity = capacity

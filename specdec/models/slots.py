@@ -11,6 +11,11 @@ Contract:
 - ``keep(s, start, rows)``: compact slot ``s``'s positions ``start + rows[i]`` to ``start + i`` and
   set its length: how a row commits its accepted tree path. ``move(src, dst)``: copy a slot's valid
   positions to another slot (the scheduler keeps its running rows in slots 0..n-1).
+- ``buffers(like)``: each layer's whole keys and values ``[slots, heads, capacity, head_dim]``,
+  allocated now (shaped and typed as ``like``, ``[1, heads, 1, head_dim]``) if no forward has yet:
+  for a forward that writes its slots itself (``lean_rows.py``) without reaching into the layers.
+This module and ``cache.py`` (the single request's growing cache) are the only two that touch
+transformers' ``Cache`` internals; everything else calls their functions.
 Why slots of one size: a view over contiguous slots needs no gather per step, and a fixed
 allocation is the memory bound (``docs/batching.md``).
 """
@@ -85,6 +90,12 @@ class SlotCache(Cache):
             for layer in self.layers:
                 layer.move(src, dst, n)
         self.lengths[dst], self.lengths[src] = n, 0
+
+    def buffers(self, like: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        if not self.layers[0].is_initialized:
+            for layer in self.layers:
+                layer.lazy_initialization(like, like)
+        return [(la._k, la._v) for la in self.layers]
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for la in self.layers if la.is_initialized for t in (la._k, la._v))

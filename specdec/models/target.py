@@ -9,17 +9,22 @@ row 0 after the pending token and row i+1 after draft node i.
 ``hidden`` is the last hidden state (the LM head's input) at every position of ``ids``, kept in
 step with the cache: what Medusa and EAGLE draft from.
 ``prefill`` reuses the longest common prefix of the cache with the new token list.
-``paths`` are the forwards this target can run ("hf": transformers' decoder; "lean": the fused
-layers of ``specdec/models/lean_target.py``, plain float32 Llama models only); ``use(path)`` picks one
-(calibration does, by timing both); both write the same cache, so a switch keeps it valid.
-``set_weights(fmt)`` runs the target on its weights in another format (``quant.FORMATS``: the lean
-forward on int8 or int4 weights, its LM head int8, ``specdec/fast/calibrate_weights.py`` picks by
-measurement); outside fp32 the lean forward is the only path (transformers' would compute another
-function), the verifier's forward is row-exact (``lean_target.ROW_EXACT``) and the cache restarts
-empty. ``weights`` names the format running.
+What runs is one ``forward.Forward`` (``forward``: path, weights, rows), replaced whole and read by
+``forward.kernel`` on every call; nothing else decides. ``paths`` are the forwards this target can
+run ("hf": transformers' decoder; "lean": the fused layers of ``specdec/models/lean_target.py``,
+plain float32 Llama models only); ``use(path)`` picks one (calibration does, by timing both); both
+write the same cache, so a switch keeps it valid. ``set_weights(fmt)`` runs the target on its
+weights in another format (``quant.FORMATS``: the lean forward on int8 or int4 weights, its LM
+head int8, ``specdec/fast/calibrate_weights.py`` picks by measurement); outside fp32 the lean
+forward is the only path (transformers' would compute another function), the verifier's forward
+is row-exact (``lean_target.ROW_EXACT``) with the default rows forward (``rows()`` lists those
+built; ``use_rows(name)`` picks another) and the cache restarts empty. ``path`` and ``weights``
+name what runs.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -27,6 +32,7 @@ from specdec.core.seq import resync
 from specdec.core.tree import Draft, position_ids, tree_attention_mask
 from specdec.models import cache as kv
 from specdec.models import quant as Q
+from specdec.models.forward import Forward, default_rows, kernel
 from specdec.models.lean_target import LeanTarget, supports_quantized
 from specdec.models.packed import Linear, pack_linears, packed_scope
 
@@ -51,9 +57,26 @@ class Target:
         self._hidden: torch.Tensor | None = None  # [capacity, H]; rows [0, len(ids)) are valid
         self._scored_hidden: torch.Tensor | None = None
         self.lean = LeanTarget(model) if _lean_ok(model) else None
-        self.path = "hf"
+        self.forward = Forward()  # transformers' decoder on the float32 weights until calibration
         self.vocab = vocab  # padded LM heads (e.g. Qwen 7B vs 0.5B) are cut to the shared vocabulary
-        self.weights = "fp32"
+
+    @property
+    def path(self) -> str:
+        return self.forward.path
+
+    @property
+    def weights(self) -> str:
+        return self.forward.weights
+
+    def rows(self) -> tuple[str, ...]:
+        """The row-exact forwards the running format can use (``LeanTarget.rows``); () for none."""
+        return self.lean.rows() if self.lean is not None and self.path == "lean" else ()
+
+    def use_rows(self, rows: str) -> None:
+        """Compute the row-exact forwards with ``rows`` (one of ``rows()``) from now on."""
+        if rows not in self.rows():
+            raise ValueError(f"rows forward {rows!r} not available here: {', '.join(self.rows()) or 'none'}")
+        self.forward = replace(self.forward, rows=rows)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -75,12 +98,30 @@ class Target:
         if fmt not in self.weight_formats():
             raise ValueError(f"weight format {fmt!r} not available for this model here: {self.weight_formats()}")
         if fmt == "fp32":
-            self.lean, self.path, self.head.low = (LeanTarget(self.model) if _lean_ok(self.model) else None), "hf", None
+            self.lean, self.head.low = (LeanTarget(self.model) if _lean_ok(self.model) else None), None
+            self.forward = Forward("hf", fmt)
         else:
-            self.lean, self.path = LeanTarget(self.model, fmt=fmt), "lean"
+            self.lean = LeanTarget(self.model, fmt=fmt)
             self.head.low = Q.quantize(self.lm_head.weight, Q.HEAD.get(fmt, fmt))
-        self.weights = fmt
+            self.forward = Forward("lean", fmt, default_rows(self.lean.rows()))
         self.reset()
+
+    # the cache as one swappable state, for keeping several prompts warm (specdec/models/prefixes.py)
+    def state(self) -> tuple:
+        """The live (KV cache, hidden states), by reference."""
+        return self.cache, self._hidden
+
+    def valid(self) -> bool:
+        """Whether the cache holds exactly ``ids`` (not after an interrupted step)."""
+        return kv.length(self.cache) == len(self.ids)
+
+    def fresh_state(self) -> tuple:
+        return kv.new_cache(self.n_layers, min(self.context, 1024)), None
+
+    def restore(self, ids: list[int], state: tuple) -> None:
+        """Go on from ``state`` holding ``ids`` (one ``state`` returned, or ``fresh_state``)."""
+        self.ids, (self.cache, self._hidden) = list(ids), state
+        self._scored = self._scored_hidden = None
 
     def reset(self) -> None:
         """Forget the cache: the next prefill computes every position."""
@@ -90,7 +131,7 @@ class Target:
     def use(self, path: str) -> None:
         if path not in self.paths:
             raise ValueError(f"target path {path!r} not available here: {', '.join(self.paths)}")
-        self.path = path
+        self.forward = replace(self.forward, path=path)  # rows: set with the format (only lean runs those)
 
     @property
     def hidden(self) -> torch.Tensor | None:
@@ -108,8 +149,9 @@ class Target:
         self, input_ids: list[int] | torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, exact=False
     ) -> torch.Tensor:
         x = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)
-        if self.path == "lean":
-            return self.lean.hidden(self.cache, x[0], positions.to(self.device), mask, exact)
+        code = kernel(self.forward, x.shape[1], exact, mask is None)
+        if code != "hf":
+            return self.lean.hidden(self.cache, x[0], positions.to(self.device), mask, code)
         with packed_scope():
             out = self.decoder(
                 input_ids=x,

@@ -1,8 +1,9 @@
 """Proposers: one module or package per drafting method behind one protocol (``specdec/core/proposer.py``).
 
 Contract: ``none`` is ``specdec.core.proposer.NoDraft``; ``lookup.py`` (with its auto k,
-``lookup_k.py``), ``draft.py`` (the draft model, its per-document caches ``draft_states.py`` and its
-catch-up at prefill ``draft_warm.py``), and the two head methods as self-contained packages
+``lookup_k.py``), ``draft.py`` (the draft model, its k rule and per-request state ``draft_k.py``, its
+per-document caches through ``models/prefixes.KeptStates`` and its catch-up at prefill
+``draft_warm.py``), and the two head methods as self-contained packages
 (``medusa/``, ``eagle/``: module, folder format via ``folder.py``, proposer). ``factories.py`` builds
 each from what an engine loaded; ``specdec/core/methods.py`` names, describes and caps them. The
 batch drafts many rows at once in ``batch_draft.py`` (draft model, Medusa) and ``eagle/batch.py``.

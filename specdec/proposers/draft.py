@@ -2,8 +2,8 @@
 
 Contract: ``propose`` resynchronises the draft's own KV cache with the committed tokens by
 longest common prefix (continuing from the cache kept for that document when the prompt switched
-to another one: ``specdec/proposers/draft_states.py``), feeds what is missing, then samples
-x_1..x_k autoregressively, each from
+to another one: the keep-warm policy the target's prefixes use, ``models/prefixes.KeptStates``),
+feeds what is missing, then samples x_1..x_k autoregressively, each from
 q_i = to_probs(draft logits, params) (the same transform the target's p goes through, I3). At
 temperature 0 the draft is deterministic (argmax) and q is returned as None (one-hot), which the
 verifier treats identically.
@@ -21,7 +21,8 @@ such step in a row drafts one token to keep measuring alpha), and sets ``chose_p
 engine counts in the step stats (``Stats.auto_plain``): speculation is then never slower than
 plain decoding by more than the probes. ``plain_run`` counts one request's steps: a new request
 (another token list) starts it at 0, while alpha and c carry over (they describe the models and the
-machine). The request's k
+machine). These live in one ``DraftState`` (``draft_k.py``), the proposer's own; a batch row holds
+its own one and the batch's forward (``batch_draft.py``) calls the same methods on it. The request's k
 (``ctx.spec.k``) and the registry's cap for auto (``ctx.k_max``) travel with each call.
 
 ``ctx.spec.confidence`` ends the chain early at a position where the draft's own top probability
@@ -32,62 +33,22 @@ knobs is in docs/bench.md.
 
 from __future__ import annotations
 
+import copy
 import time
 
 import torch
 
 from specdec.core.proposer import Context
 from specdec.core.sampling import sample, to_probs
-from specdec.core.seq import common_prefix, resync
-from specdec.core.theory import optimal_k
+from specdec.core.seq import resync
 from specdec.core.tree import Draft
 from specdec.fast import lowp
 from specdec.models import cache as kv
 from specdec.models.lean import LeanLlama
-from specdec.proposers.draft_states import KeptStates
+from specdec.models.prefixes import KeptStates
+from specdec.proposers.draft_k import FIRST_K, PROBE_EVERY, AcceptanceTracker, DraftState, choose_k
 
-FIRST_K = 4  # drafted until alpha and c are measured (and the cap if a caller gives none)
-PROBE_EVERY = 8  # after this many plain steps chosen by auto k, one 1-token draft re-measures alpha
-
-
-def choose_k(alpha: float, c: float, k_max: int, plain_run: int = 0, probe_every: int = PROBE_EVERY) -> int:
-    """Auto k: the k in [1, k_max] with the best expected speedup (1 - alpha^(k+1)) /
-    ((1 - alpha)(k c + 1)) when it beats plain decoding, else 0 (a plain step), except that the
-    ``probe_every``-th plain step in a row drafts one token so alpha keeps being measured."""
-    k, _ = optimal_k(min(max(alpha, 0.0), 1.0), c, k_max)
-    if k:
-        return k
-    return 1 if plain_run + 1 >= probe_every else 0
-
-
-class AcceptanceTracker:
-    """Decayed counts of accepted draft tokens and of rejections, inferred from committed tokens."""
-
-    def __init__(self, decay: float = 0.9, prior_alpha: float = 0.6) -> None:
-        self.decay = decay
-        self.accepted, self.rejections = prior_alpha * 2, (1 - prior_alpha) * 2
-        self._last: tuple[list[int], int, list[int]] | None = None  # (token list, start, draft)
-
-    def remember(self, tokens: list[int], drafted: list[int]) -> None:
-        self._last = (tokens, len(tokens), drafted)
-
-    def observe(self, committed: list[int]) -> None:
-        """Count the outcome of the last draft; ``committed`` must be the same (grown) token list
-        object the draft was made for, so a new request never scores an old request's draft."""
-        if self._last is None:
-            return
-        same, start, drafted = self._last
-        self._last = None
-        if same is not committed or len(committed) <= start or not drafted:
-            return
-        m = common_prefix(drafted, committed[start:])
-        full = m == len(drafted)
-        self.accepted = self.decay * self.accepted + m
-        self.rejections = self.decay * self.rejections + (0 if full else 1)
-
-    @property
-    def alpha(self) -> float:
-        return self.accepted / max(1e-9, self.accepted + self.rejections)
+__all__ = ["FIRST_K", "PROBE_EVERY", "AcceptanceTracker", "DraftModel", "DraftState", "HFRunner", "choose_k"]
 
 
 class HFRunner:
@@ -116,6 +77,12 @@ class HFRunner:
     def truncate(self, n: int) -> None:
         kv.truncate(self.cache, n)
 
+    def forked(self) -> HFRunner:
+        """The same model with an empty cache of its own (a batch row's draft)."""
+        f = copy.copy(self)
+        f.cache = kv.new_cache(self.n_layers, 64)
+        return f
+
     def forward(self, tokens: list[int]) -> torch.Tensor:
         L = self.length
         x = torch.tensor([tokens], dtype=torch.long, device=self.device)
@@ -143,15 +110,46 @@ class DraftModel:
         self.runner = self.runners["lean" if "lean" in self.runners else "hf"]
         self.capacity, self.float_runners, self.weights = capacity, self.runners, "fp32"
         self.ids: list[int] = []
-        self.kept = KeptStates()  # the cache of other documents' prompts (specdec/proposers/draft_states.py)
-        self.tracker = AcceptanceTracker()
-        self.step_ms: float | None = None
-        # per request (the token list a request grows; a new list resets them): plain steps auto k
-        # chose in a row, and whether the last propose was one (the engine's step stats read it)
-        self.plain_run = 0
-        self.chose_plain = False
-        self._request: list[int] | None = None
+        self.kept = KeptStates()  # the caches of other documents' prompts (models/prefixes.py's policy)
+        # the k rule's state (draft_k.py): acceptance, step time, the request's run of plain steps;
+        # a batch row holds one of its own (serving/batch/rows.py)
+        self.state = DraftState()
         self.vocab = vocab
+
+    # the state's fields, read (and step_ms set) by the engine's stats, the bench and tests
+    @property
+    def tracker(self) -> AcceptanceTracker:
+        return self.state.tracker
+
+    @property
+    def step_ms(self) -> float | None:
+        return self.state.step_ms
+
+    @step_ms.setter
+    def step_ms(self, ms: float | None) -> None:
+        self.state.step_ms = ms
+
+    @property
+    def plain_run(self) -> int:
+        return self.state.plain_run
+
+    @property
+    def chose_plain(self) -> bool:
+        return self.state.chose_plain
+
+    def fork(self) -> DraftModel:
+        """A batch row's proposer: the same weights and forward, its own empty cache and k state
+        (it resynchronises by longest common prefix, so any fresh or recycled state is correct)."""
+        f = copy.copy(self)
+        f.runner, f.ids, f.state = self.runner.forked(), [], DraftState()
+        return f
+
+    @property
+    def lean(self) -> LeanLlama | None:
+        """The lean float forward (its fused weights, in the precision calibration set), if it runs
+        (None on 4-bit weights: ``draft_quant.QuantRunner`` has no batched form)."""
+        lean = self.runners.get("lean")
+        return lean if isinstance(lean, LeanLlama) else None
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -193,13 +191,8 @@ class DraftModel:
 
     def current_k(self, ctx: Context) -> int:
         """The request's fixed k, or with k = "auto" the best k up to ``ctx.k_max`` for the
-        measured alpha and cost ratio (4 until both are measured)."""
-        if ctx.spec.k != "auto":
-            return int(ctx.spec.k)
-        if not ctx.target_ms or not self.step_ms:
-            return min(FIRST_K, ctx.k_max or FIRST_K)
-        c = self.step_ms / ctx.target_ms + self.verify_cost
-        return choose_k(self.tracker.alpha, c, ctx.k_max or FIRST_K, self.plain_run)
+        measured alpha and cost ratio (4 until both are measured): ``DraftState.current_k``."""
+        return self.state.current_k(ctx, self.verify_cost)
 
     def _logits(self, tokens: list[int]) -> torch.Tensor:
         logits = self.runner.forward(tokens).float()
@@ -216,7 +209,7 @@ class DraftModel:
         return self._logits(tokens[keep:]), len(tokens) - keep
 
     def _switch(self, tokens: list[int]) -> None:
-        """Continue from the kept cache of this prompt's document, if one is kept (draft_states)."""
+        """Continue from the kept cache of this prompt's document, if one is kept (``KeptStates``)."""
         live = self.runner.state()
         valid = self.runner.length == len(self.ids)
         ids, state = self.kept.choose(self.ids, live, valid, tokens, self.runner.fresh)
@@ -244,12 +237,7 @@ class DraftModel:
 
     @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
-        self.tracker.observe(ctx.tokens)
-        if ctx.tokens is not self._request:  # a new request: its run of plain steps starts at 0
-            self._request, self.plain_run = ctx.tokens, 0
-        k = min(self.current_k(ctx), ctx.budget)
-        self.chose_plain = ctx.spec.k == "auto" and k <= 0 < ctx.budget
-        self.plain_run = self.plain_run + 1 if self.chose_plain else 0
+        k = self.state.begin(ctx, self.verify_cost)
         confidence = ctx.spec.confidence
         if k <= 0:
             return Draft.empty()
@@ -276,11 +264,10 @@ class DraftModel:
         start, forwards = (t0, steps + 1) if fed <= 2 else (t1, steps)
         if forwards:
             self._time(time.perf_counter() - start, forwards)
-        self.tracker.remember(ctx.tokens, xs)
+        self.state.end(ctx, xs)
         if not xs:
             return Draft.empty()
         return Draft.chain(torch.tensor(xs, dtype=torch.long), None if greedy else torch.stack(qs))
 
     def _time(self, seconds: float, forwards: int) -> None:
-        ms = 1000.0 * seconds / max(1, forwards)
-        self.step_ms = ms if self.step_ms is None else 0.8 * self.step_ms + 0.2 * ms
+        self.state.timed(1000.0 * seconds / max(1, forwards))

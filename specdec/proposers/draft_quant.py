@@ -9,13 +9,15 @@ exactness needs no row-exactness: q is whatever distribution its tokens were sam
 and every forward of this runner is a deterministic function of the tokens fed.
 
 Contract: ``QuantRunner(model, capacity, fmt)`` has ``draft.HFRunner``'s interface (``length``,
-``state``/``fresh``/``restore``, ``truncate``, ``forward(tokens) -> logits after the last``), its
+``state``/``fresh``/``restore``, ``truncate``, ``forked``, ``forward(tokens) -> logits after the last``), its
 layers in ``fmt`` (``quant.FORMATS``, one of ``lean_target.ROW_EXACT``), its LM head in
 ``quant.HEAD[fmt]``; one-token forwards take the native loops where they are built (float32
 models). ``formats(model)``: the formats it can take for this model here ("fp32" excluded).
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 
@@ -57,6 +59,12 @@ class QuantRunner:
 
     def truncate(self, n: int) -> None:
         kv.truncate(self.cache, n)
+
+    def forked(self) -> QuantRunner:
+        """The same weights with an empty cache of its own (a batch row's draft)."""
+        f = copy.copy(self)
+        f.cache = self.fresh()
+        return f
 
     @torch.inference_mode()
     def forward(self, tokens: list[int]) -> torch.Tensor:

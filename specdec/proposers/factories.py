@@ -3,7 +3,8 @@
 Contract: ``specdec/core/methods.py`` names these by string (``"specdec.proposers.factories:draft"``),
 so the registry stays data and the algorithm layer imports no proposer. Each returns the proposer,
 or None when what the method needs is not there (no draft model, no heads folder); heads that exist
-but do not load raise ``ModelLoadError`` naming the folder.
+but do not load raise ``ModelLoadError`` naming the folder. The ``batch_*`` ones build a method's
+batch form over its proposer's weights (``Method.make_batch``), or None where it has none here.
 """
 
 from __future__ import annotations
@@ -58,6 +59,28 @@ def eagle(res: Resources):
     from specdec.proposers.eagle import Eagle
 
     return _loading("eagle", folder, lambda: Eagle.load(folder, res.target_model, res.vocab, head=res.lm_head))
+
+
+def batch_draft(proposer, slots: int, capacity: int):
+    """The ragged draft over every draft row, on the proposer's own lean weights (and precision)."""
+    from specdec.models.ragged import RaggedLlama
+    from specdec.proposers.batch_draft import BatchDraft
+
+    if not RaggedLlama.supports(proposer.model):
+        return None  # draft rows then draft one by one on their own forks
+    return BatchDraft(proposer.model, slots, capacity, proposer.vocab, proposer.lean)
+
+
+def batch_medusa(proposer, slots: int, capacity: int):
+    from specdec.proposers.batch_draft import BatchMedusa
+
+    return BatchMedusa(proposer)
+
+
+def batch_eagle(proposer, slots: int, capacity: int):
+    from specdec.proposers.eagle.batch import BatchEagle
+
+    return BatchEagle(proposer, slots, capacity)
 
 
 def _loading(name: str, folder: Path, load: Callable[[], Any]):

@@ -22,6 +22,8 @@ is pure overhead when nothing matches, so it must stay small against a plain ste
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -79,3 +81,9 @@ class PromptLookup:
 
     def skip(self, tokens: list[int]) -> None:
         self.auto.skip()
+
+    def fork(self) -> PromptLookup:
+        """A batch row's proposer: auto k's measurements so far, no request yet, its own index."""
+        f = copy.copy(self)
+        f.auto, f.chose_plain, f.grown = self.auto.fork(), False, type(self.grown)()
+        return f

@@ -9,13 +9,14 @@ head reads all rows' features at once.
 Contract: ``BatchEagle(eagle, slots, capacity)`` (``eagle`` the engine's ``Eagle``) keeps the
 layer's keys/values for ``slots`` rows, ``[slots, heads, capacity + MARGIN, head_dim]``, allocated
 at the first EAGLE row. A row takes a slot the first time it drafts: its own ``Eagle`` fork
-(``rows.Forks``) then keeps its cache on the slot's views (``SlotKV``), so the fork's ``ids`` and
+(``rows.Forks``) then keeps its cache on the slot's views (``SlotKV``, ``Eagle.attach``; ``detach``
+when the row ends; ``Eagle.slot`` names it), so the fork's ``ids`` and
 ``kv.length`` stay the one record of what the slot holds. ``propose(pairs)`` takes ``(row, ctx)``
 pairs and returns one ``Draft`` per pair:
 - one pair: the fork's own ``propose`` (the single-request computation on the slot's views: a batch
   of one drafts as fast as solo and with its floats);
 - more: per row, ``Eagle.propose``'s rule (the fork's plain fallback for auto k, the budget, the
-  resync by longest common prefix, ``Growth`` for the tree, ``Eagle._draft`` for the cut), with
+  resync by longest common prefix, ``Growth`` for the tree, ``Eagle.cut`` for the cut), with
   ONE forward feeding every row's new pairs, then ONE forward per level over the growing rows'
   frontier nodes, each node seeing its row's committed slots, its ancestors and itself.
 ``catch_up_ms``: the last call's time feeding more than ``SHORT`` pairs to a row at once (a
@@ -62,20 +63,19 @@ class BatchEagle:
         return 0 if self.k is None else 2 * self.k.numel() * self.k.element_size()
 
     def _attach(self, row) -> int:
-        if getattr(row, "eagle_slot", None) is None:
+        if row.proposer.slot is None:
             if self.k is None:
                 self.k = torch.zeros(self.shape, dtype=self.dec.dtype, device=self.dec.device)
                 self.v = torch.zeros_like(self.k)
-            s = row.eagle_slot = self.free.pop()
-            row.proposer.kv, row.proposer.ids = SlotKV(self.k[s], self.v[s]), []
-        return row.eagle_slot
+            s = self.free.pop()
+            row.proposer.attach(SlotKV(self.k[s], self.v[s]), s)
+        return row.proposer.slot
 
     def release(self, row) -> None:
-        s = getattr(row, "eagle_slot", None)
+        s = getattr(row.proposer, "slot", None)  # an EAGLE row's slot (Eagle.attach); other rows have none
         if s is not None:
             self.free.append(s)
-            row.eagle_slot = None
-            row.proposer.kv, row.proposer.ids = row.proposer.decoder.new_kv(MARGIN), []
+            row.proposer.detach(MARGIN)
 
     @torch.inference_mode()
     def propose(self, pairs: list) -> list[Draft]:
@@ -99,7 +99,7 @@ class BatchEagle:
                 todo.append((i, row, ctx, budget))
         if todo:
             for (i, row, _, budget), g in zip(todo, self._grow(todo)):
-                drafts[i] = d = row.proposer._draft(g.tok, g.par, g.score, budget)
+                drafts[i] = d = row.proposer.cut(g.tok, g.par, g.score, budget)
                 row.proposer.fallback.drafted(d.n)
         return drafts
 
@@ -117,7 +117,7 @@ class BatchEagle:
             live = [j for j, g in enumerate(growths) if d < ps[j].depth and g.next(ps[j].beam, ps[j].floor)]
             if not live:
                 break
-            slots = [todo[j][1].eagle_slot for j in live]
+            slots = [todo[j][1].proposer.slot for j in live]
             out, spans = self._level([growths[j] for j in live], slots, d)
             lp, idx = self._top(out, [ps[j] for j in live])
             for j, (a, n) in zip(live, spans):
@@ -125,7 +125,7 @@ class BatchEagle:
         return growths
 
     def _top(self, feats: torch.Tensor, ps: list) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.eagle._logp(feats).topk(max(p.top_k for p in ps), dim=-1)
+        return self.eagle.logp(feats).topk(max(p.top_k for p in ps), dim=-1)
 
     def _sync(self, pairs: list) -> tuple[torch.Tensor, list[int], bool]:
         """Feed every row's pairs not yet cached in ONE forward: the roots [R, H], each row's m, and
@@ -137,7 +137,7 @@ class BatchEagle:
             starts.append(valid)
             fs.append(f)
             es.append(e)
-            slots.append(row.eagle_slot)
+            slots.append(row.proposer.slot)
         lens = [f.shape[0] for f in fs]
         at = torch.cat([torch.arange(s, s + n, device=dev) for s, n in zip(starts, lens)])
         groups = _causal_groups(slots, starts, lens, dev)
@@ -187,7 +187,7 @@ class BatchEagle:
         if int(at.max()) >= self.shape[2]:
             raise ValueError(f"eagle slot overflow: {int(at.max()) + 1} positions, capacity {self.shape[2]}")
         x = self.dec.fc(torch.cat([f, e], dim=-1))
-        cos, sin = self.dec._rope(pos)
+        cos, sin = self.dec.rope(pos)
         slot_of = torch.tensor([s for s, n in zip(slots, lens) for _ in range(n)], device=dev)
         return ragged_layer(self.dec.body, x, cos, sin, (self.k, self.v), (slot_of, at), groups)
 

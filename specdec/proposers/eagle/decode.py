@@ -41,7 +41,8 @@ class EagleDecoder:
         self.dtype, self.device = wq.dtype, wq.device
         self.cos = self.sin = torch.empty(0, 2 * hidden, dtype=self.dtype, device=self.device)
 
-    def _rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rotary cos and sin rows at positions ``pos`` (the table grows as needed)."""
         need = int(pos.max()) + 1
         if need > self.cos.shape[0]:
             n = max(need, 2 * self.cos.shape[0], 256)
@@ -54,7 +55,7 @@ class EagleDecoder:
     def attend(self, f: torch.Tensor, e: torch.Tensor, pos: torch.Tensor, kv: KV, mask: torch.Tensor | None):
         n, L = f.shape[0], kv.length
         x = self.fc(torch.cat([f, e], dim=-1))
-        cos, sin = self._rope(pos)
+        cos, sin = self.rope(pos)
         kv.ensure(L + n)
         mask = causal_mask(n, L, x.device) if mask is None else mask
         out = self.body(x, cos, sin, kv.k, kv.v, L, mask)

@@ -14,7 +14,7 @@ their tokens, their rotary position (m - 1 + d, one for all) and, per node, the 
 besides the committed ones (its fed ancestors and itself); after the forward, ``grown(out, logp,
 index)`` records their predicted features and adds their children. ``tok``, ``par`` (parent index,
 -1 = root) and ``score`` (log value: the draft's log-probabilities summed along the path) are the
-candidates as flat lists, in creation order, for ``Eagle._draft``.
+candidates as flat lists, in creation order, for ``Eagle.cut``.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ shared verifier keeps the target's distribution exactly at every temperature.
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -81,6 +82,22 @@ class Eagle:
         self.kv = self.decoder.new_kv(capacity)
         self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
         self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
+        self.slot: int | None = None  # a batch row's slot in BatchEagle's cache (attach), None solo
+
+    def attach(self, kv, slot: int) -> None:
+        """Draft on ``kv`` (a batch row's slot ``slot`` of ``BatchEagle``'s cache) from now on."""
+        self.kv, self.ids, self.slot = kv, [], slot
+
+    def detach(self, capacity: int) -> None:
+        """Back to a cache of its own (``capacity`` positions) when the batch row ends."""
+        self.kv, self.ids, self.slot = self.decoder.new_kv(capacity), [], None
+
+    def fork(self) -> Eagle:
+        """A batch row's proposer: the same layer and heads, its own empty KV (a batch row drafts on
+        a ``BatchEagle`` slot, ``eagle/batch.py``; this one serves a batch of one)."""
+        f = copy.copy(self)
+        f.detach(64)
+        return f
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -117,7 +134,9 @@ class Eagle:
         layer = EagleLayer.load(folder, module.weight.device, module.weight.dtype, target)
         return cls(layer, target.get_input_embeddings().weight, head or module, vocab, **kw)
 
-    def _logp(self, feats: torch.Tensor) -> torch.Tensor:
+    def logp(self, feats: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities over the (shared) vocabulary of features ``feats`` through the LM head in
+        the precision in use: what the solo tree and the batch's (``eagle/batch.py``) grow from."""
         head = self._own_head if self._own_head is not None and self._own_head.low is not None else self._head
         logits = head(feats)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
@@ -164,12 +183,12 @@ class Eagle:
             tok, par, score = self._grow(root, m, budget)
         finally:
             self.kv.length = m  # drop the draft slots
-        return self._draft(tok, par, score, budget)
+        return self.cut(tok, par, score, budget)
 
     def _grow(self, root: torch.Tensor, m: int, budget: int):
         """Candidates as flat lists: token, parent candidate index (-1 = root), log value."""
         g = Growth(root, m)
-        g.start(*self._logp(root).topk(self.top_k))
+        g.start(*self.logp(root).topk(self.top_k))
         for d in range(1, self.depth):
             if not g.next(self.beam, self.floor):
                 break
@@ -177,7 +196,7 @@ class Eagle:
             L, n, dev = self.kv.length, len(toks), self.embed.device
             e = self.embed[torch.tensor(toks, device=dev)]
             out = self.decoder.attend(f, e, torch.full((n,), pos, device=dev), self.kv, g.mask(own, L + n, dev))
-            g.grown(out, *self._logp(out).topk(self.top_k, dim=-1))
+            g.grown(out, *self.logp(out).topk(self.top_k, dim=-1))
         return g.tok, g.par, g.score
 
     @property
@@ -196,7 +215,10 @@ class Eagle:
                 best_n, best = n, ratio
         return best_n
 
-    def _draft(self, tok, par, score, budget) -> Draft:
+    def cut(self, tok, par, score, budget) -> Draft:
+        """The draft a grown tree gives (candidates ``tok`` with parents ``par`` and log values
+        ``score``): the most valuable nodes whose parents are in, at most ``budget``, cut to the size
+        that pays for its nodes (``node_cost``); the solo and the batch's trees end here."""
         order = sorted(range(len(tok)), key=lambda c: -score[c])
         chosen: dict[int, int] = {}
         for c in order:  # a parent's value is >= its child's; ties: parents were created first

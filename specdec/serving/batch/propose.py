@@ -1,12 +1,13 @@
 """The propose phase of a batch step: every row's draft, model-backed proposers batched across rows.
 
-Contract: ``Proposers(engine, slots, capacity)`` builds the batched proposers the engine's methods
-allow: ``BatchDraft`` for ``draft`` when the draft model takes the ragged lean path (else draft rows
-use their own fork, as before), batched heads for ``medusa`` and ``BatchEagle`` for ``eagle`` (one
-layer forward per tree level over all its rows). ``propose(rows, target, context)``
+Contract: ``Proposers(engine, slots, capacity)`` builds the batch form of every method the engine
+offers whose registry entry names one (``Method.make_batch``, ``core/methods.py``; no method name
+appears here): today ``BatchDraft`` for ``draft`` when the draft model takes the ragged lean path
+(else draft rows use their own fork), batched heads for ``medusa`` and ``BatchEagle`` for ``eagle``
+(one layer forward per tree level over all its rows). ``propose(rows, target, context)``
 gives every row (``rows.Row``) its draft for this step (``Row.drafted``) and returns the rows whose
-proposer failed, with the error; the others are ready for the scoring forward. Rows of ``none`` and
-``lookup`` propose one by one (lookup is a string search);
+proposer failed, with the error; the others are ready for the scoring forward. Rows of a method
+without a batch form (``none``, ``lookup``: a string search) propose one by one;
 a row whose step drafts nothing without a call (its k capped at 0) tells its proposer (``skip``).
 A batched group shares its time: each row's ``t_propose`` is the group's time over its size (what
 ``adapt.LoadPolicy`` charges per row), less a long catch-up (``catch_up_ms``: the step's total).
@@ -18,39 +19,34 @@ from __future__ import annotations
 import logging
 import time
 
+from specdec.core import methods as M
 from specdec.core.config import ConfigError
 from specdec.core.tree import Draft
-from specdec.models.ragged import RaggedLlama
-from specdec.proposers.batch_draft import BatchDraft, medusa_propose
-from specdec.proposers.eagle.batch import BatchEagle
 
 log = logging.getLogger("specdec.batch")
 
 
 class Proposers:
     def __init__(self, engine, slots: int, capacity: int) -> None:
-        self.draft = None
         self.catch_up_ms = 0.0
-        dm = getattr(engine, "draft_model", None)
-        if "draft" in engine.proposers and dm is not None and RaggedLlama.supports(dm):
-            self.draft = BatchDraft(dm, slots, capacity, engine.target.vocab)
-        self.medusa = engine.proposers.get("medusa")
-        eagle = engine.proposers.get("eagle")
-        self.eagle = BatchEagle(eagle, slots, capacity) if eagle is not None else None
+        self.batched: dict = {}  # method -> its batch form (the registry's ``batch``), in registry order
+        for name, method in M.METHODS.items():
+            proposer = engine.proposers.get(name)
+            batched = method.make_batch(proposer, slots, capacity) if proposer is not None else None
+            if batched is not None:
+                self.batched[name] = batched
 
     def release(self, row) -> None:
-        for batched in (self.draft, self.eagle):
-            if batched is not None:
-                batched.release(row)
+        for batched in self.batched.values():
+            batched.release(row)
 
     def nbytes(self) -> int:
-        draft = self.draft.model.nbytes() if self.draft is not None else 0
-        return draft + (self.eagle.nbytes() if self.eagle is not None else 0)
+        return sum(b.nbytes() for b in self.batched.values())
 
     def propose(self, rows: list, target, context: int) -> list[tuple[object, Exception]]:
         failed: list[tuple[object, Exception]] = []
-        self.catch_up_ms = 0.0  # this step's long catch-ups of the batched draft and EAGLE (``_group``)
-        groups: dict[str, list] = {"draft": [], "medusa": [], "eagle": []}
+        self.catch_up_ms = 0.0  # this step's long catch-ups of the batched forms (``_group``)
+        groups: dict[str, list] = {name: [] for name in self.batched}
         for row in rows:
             try:
                 ctx = row.context(target.hidden(row.slot), context)
@@ -60,38 +56,18 @@ class Proposers:
                 elif ctx is None:
                     _skip(row)
                     row.drafted(Draft.empty(), asked=False)
-                elif method == "draft" and self.draft is not None:
-                    groups["draft"].append((row, ctx))
-                elif method in ("medusa", "eagle") and getattr(self, method) is not None:
+                elif method in self.batched:
                     groups[method].append((row, ctx))
                 else:
                     row.drafted(row.proposer.propose(ctx))
             except Exception as e:  # noqa: BLE001 - one row fails, never the batch
                 _failed(failed, row, e)
-        if groups["draft"]:
-            self._group(groups["draft"], self.draft.propose, failed, lambda: self.draft.catch_up_ms)
-            self.catch_up_ms += self.draft.catch_up_ms
-        if groups["medusa"]:
-            self._group(groups["medusa"], self._medusa, failed)
-        if groups["eagle"]:
-            self._group(groups["eagle"], self.eagle.propose, failed, lambda: self.eagle.catch_up_ms)
-            self.catch_up_ms += self.eagle.catch_up_ms
+        for name, pairs in groups.items():
+            if pairs:
+                batched = self.batched[name]
+                self._group(pairs, batched.propose, failed, lambda b=batched: b.catch_up_ms)
+                self.catch_up_ms += batched.catch_up_ms
         return failed
-
-    def _medusa(self, pairs: list) -> list[Draft]:
-        m = self.medusa
-        drafts: list[Draft | None] = [None] * len(pairs)
-        todo = []
-        for i, (_, ctx) in enumerate(pairs):
-            n = min(m.n_nodes, ctx.budget, ctx.k_max or m.n_nodes)
-            if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
-                drafts[i] = Draft.empty()  # a one-token prompt has no hidden state yet (as solo)
-            else:
-                todo.append((i, n, ctx.hidden[-1]))
-        if todo:
-            for (i, _, _), d in zip(todo, medusa_propose(m, [(n, h) for _, n, h in todo])):
-                drafts[i] = d
-        return drafts
 
     @staticmethod
     def _group(pairs: list, fn, failed: list, catch_up=lambda: 0.0) -> None:

@@ -11,13 +11,12 @@ run whatever shares the batch (up to the float rounding
 discussed in docs/batching.md). Under the load policy's cap a chain row with k "auto" drafts the
 cap (``spec_for``).
 ``Forks`` hands each row a proposer of its own for methods that keep state (the draft model's
-KV cache, EAGLE's, prompt lookup's auto-k measurements and the request they follow), so rows never
-make each other resynchronise; stateless ones are shared.
+KV cache and its k rule's ``DraftState``, EAGLE's KV, prompt lookup's auto-k measurements and the
+request they follow), so rows never make each other resynchronise; stateless ones are shared.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -50,45 +49,21 @@ class BatchStepEvent(StepEvent):
 
 
 class Forks:
-    """Per-row proposer copies for stateful proposers, recycled when rows end."""
-
-    STATEFUL = ("draft", "eagle", "lookup")
+    """Per-row proposers: one that keeps per-request state offers ``fork()`` (``core/proposer.py``),
+    and each row gets a fork, recycled when rows end; the others are shared by every row."""
 
     def __init__(self, proposers: dict) -> None:
         self.proposers, self.free = proposers, {name: [] for name in proposers}
 
     def take(self, method: str):
         base = self.proposers[method]
-        if method not in self.STATEFUL:
+        if not hasattr(base, "fork"):
             return base
-        return self.free[method].pop() if self.free[method] else _fork(base)
+        return self.free[method].pop() if self.free[method] else base.fork()
 
     def give(self, method: str, proposer) -> None:
-        if method in self.STATEFUL:
+        if proposer is not self.proposers[method]:
             self.free[method].append(proposer)
-
-
-def _fork(p):
-    """A copy sharing the weights with fresh per-request state (the proposers resynchronise by
-    longest common prefix, so any fresh or recycled state is correct)."""
-    f = copy.copy(p)
-    if p.name == "draft":
-        from specdec.proposers.draft import AcceptanceTracker
-
-        runner = f.runner = copy.copy(p.runner)
-        if hasattr(runner, "cache"):
-            from specdec.models import cache as kv
-
-            runner.cache = kv.new_cache(len(p.runner.cache.layers), 64)
-        else:
-            runner.k, runner.v, runner.length = torch.zeros_like(p.runner.k), torch.zeros_like(p.runner.v), 0
-        f.ids, f.tracker, f.step_ms = [], AcceptanceTracker(), None
-    elif p.name == "eagle":
-        f.kv, f.ids = p.decoder.new_kv(64), []  # a batch row drafts on a BatchEagle slot (batch/eagle.py)
-    elif p.name == "lookup":
-        f.auto, f.chose_plain = p.auto.fork(), False  # the measurements so far, no request
-        f.grown = type(p.grown)()
-    return f
 
 
 def row_probs(rows: list, logits: list) -> dict[int, torch.Tensor]:
@@ -129,7 +104,6 @@ class Row:
     t_start: float = field(default_factory=time.perf_counter)
     t_propose: float = 0.0
     t_begin: float = 0.0
-    draft_slot: int | None = None  # this row's slot in the batched draft model (batch/draft.py)
     t_prefill: float = 0.0
     stop: str | None = None  # set by finish when this step ended the request
     counts: tuple[int, int, int] = (0, 0, 0)  # this step's tested, accepted, drafted

@@ -1,0 +1,55 @@
+"""Which code computes the target's forward: one config object, one function that reads it.
+
+Why: the choice used to be made in several places at once: ``Target.path`` ("hf" or "lean", set
+by ``Target.use`` and reset by ``Target.set_weights``), ``Target.weights`` (the format), and
+``LeanTarget.hidden``'s branches on its own ``native`` and ``script`` attributes, which
+calibration (``fast/calibrate_weights.py``) rebound from outside to switch forwards and to time
+them. Now the target holds one ``Forward`` (the engine reads it as ``Engine.forward``), every
+change replaces it whole (``Target.use``, ``Target.use_rows``, ``Target.set_weights``), and
+``kernel`` alone turns it and a call's shape into the code that runs.
+Two process-wide switches stay outside it on purpose, because they say what exists on this
+machine, not what one engine runs: the packed-linear plan (``packed.set_plan``: per weight shape
+and row count, for every model in the process) and the environment's off switches
+``SPECDEC_PACKED=0`` (``packed.available``) and ``SPECDEC_NATIVE=0`` (``kernels.native``), which
+make a path unavailable before anything chooses.
+
+Contract:
+- ``Forward(path, weights, rows)``: ``path`` "hf" (transformers' decoder) or "lean" (the fused
+  layers, ``lean_target.py``); ``weights`` the format (``quant.FORMATS``; anything but "fp32"
+  runs on the lean path only); ``rows`` the row-exact forward of a row-exact format ("native",
+  "script" or "eager"), "" where there is none.
+- ``ROWS``: the row-exact forwards, fastest first by default: ``default_rows(available)`` is the
+  first of ``available`` (what a fresh lean target built), "" for none.
+- ``kernel(forward, tokens, exact, chain)`` -> "hf", "lean", "native", "script" or "eager": the
+  code for a forward over ``tokens`` positions; ``exact`` for the verifier's forward, ``chain``
+  when no tree mask is given. A row-exact format runs its rows forward on the verifier's call
+  and on every one-token call (so each verifier row is bit for bit a plain step's row);
+  TorchScript covers chains only, trees then run eagerly; prefill keeps the batched lean layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROWS = ("native", "script", "eager")  # row-exact forwards, the default order (fastest first)
+
+
+@dataclass(frozen=True)
+class Forward:
+    path: str = "hf"
+    weights: str = "fp32"
+    rows: str = ""
+
+
+def default_rows(available: tuple[str, ...]) -> str:
+    return next((r for r in ROWS if r in available), "")
+
+
+def kernel(forward: Forward, tokens: int, exact: bool, chain: bool) -> str:
+    if forward.path == "hf":
+        return "hf"
+    if not forward.rows or not (exact or tokens == 1):
+        return "lean"
+    if forward.rows == "script" and not chain:
+        return "eager"
+    return forward.rows
