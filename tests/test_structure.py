@@ -120,7 +120,8 @@ LAYERS: dict[str, set[str]] = {
     "lsp": {"core", "catalog", "engine", "serving"},
     "demo": {"core", "catalog", "engine", "serving", "figures"},
     "export": {"core", "catalog", "models", "proposers", "engine"},
-    "training": {"core", "catalog", "models", "proposers", "engine"},
+    # training runs llama.cpp's server for self-distillation data (training/magpie.py): bench's runner
+    "training": {"core", "catalog", "models", "proposers", "engine", "bench"},
     "bench": {"core", "catalog", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "export"}
     | {"figures"},
     "cli": {"core", "catalog", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "demo"}

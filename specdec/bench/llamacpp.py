@@ -65,7 +65,7 @@ def request_body(ids: list[int], max_new: int, ignore_eos: bool = False) -> dict
     }
 
 
-def _post(url: str, body: dict, timeout: float = 600.0) -> dict:
+def post_json(url: str, body: dict, timeout: float = 600.0) -> dict:
     req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
@@ -122,7 +122,7 @@ class LlamaServer:
 def complete(url: str, ids: list[int], max_new: int, ignore_eos: bool = False) -> tuple[list[int], float, dict]:
     """Greedy tokens of one request, its wall seconds (prefill included) and llama.cpp's timings."""
     t0 = time.perf_counter()
-    out = _post(url + "/completion", request_body(ids, max_new, ignore_eos))
+    out = post_json(url + "/completion", request_body(ids, max_new, ignore_eos))
     dt = time.perf_counter() - t0
     return [int(t) for t in out.get("tokens") or []], dt, out.get("timings") or {}
 
@@ -131,7 +131,7 @@ def tokenize_agrees(url: str, texts: list[str], ids: list[list[int]]) -> int:
     """Prompts whose text llama-server tokenizes into our ids (with or without its BOS)."""
     n = 0
     for text, want in zip(texts, ids):
-        got = [_post(url + "/tokenize", {"content": text, "add_special": s})["tokens"] for s in (False, True)]
+        got = [post_json(url + "/tokenize", {"content": text, "add_special": s})["tokens"] for s in (False, True)]
         n += list(want) in got
     return n
 

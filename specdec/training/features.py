@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specdec.training.selfdistill import _done
+from specdec.training.selfdistill import answered
 
 
 def _rows(answers: Path) -> list[dict]:
@@ -68,7 +68,7 @@ def features(target_dir: Path, answers: Path, out: Path, batch_tokens: int = 819
     from transformers import AutoModelForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)
-    done = _done(out)
+    done = answered(out)
     todo = [a for a in _rows(answers) if a["id"] not in done]
     model = None
     made = 0

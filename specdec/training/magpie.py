@@ -39,6 +39,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from specdec.bench.llamacpp import post_json
 from specdec.paths import ASSETS
 
 T_USER = 1.0  # sampling temperature of the self-written user turns
@@ -97,23 +98,17 @@ def good_user_turn(text: str, stopped: bool) -> bool:
     return stopped and 12 <= len(t) <= 600 and "<|" not in t and len(t.split()) >= 3
 
 
-def _post(url: str, body: dict, timeout: float = 600.0) -> dict:
-    from specdec.bench.llamacpp import _post as post
-
-    return post(url, body, timeout)
-
-
 def write_user_turn(url: str, prefix_ids: list[int], seed: int, eot: str) -> tuple[str, bool]:
     body = {"prompt": prefix_ids, "n_predict": 120, "temperature": T_USER, "top_p": 0.95, "top_k": 0}
     body.update({"seed": seed, "stop": [eot], "cache_prompt": True, "stream": False})
-    out = _post(url + "/completion", body)
+    out = post_json(url + "/completion", body, timeout=3600.0)
     return out.get("content", ""), bool(out.get("stop_type") in ("eos", "word") or out.get("stopped_eos"))
 
 
 def answer(url: str, ids: list[int], max_new: int) -> tuple[list[int], bool]:
     body = {"prompt": ids, "n_predict": max_new, "temperature": 0, "top_k": 1, "return_tokens": True}
     body.update({"cache_prompt": True, "stream": False, "seed": 0})
-    out = _post(url + "/completion", body)
+    out = post_json(url + "/completion", body, timeout=3600.0)
     return [int(t) for t in out.get("tokens") or []], out.get("stop_type") == "eos" or bool(out.get("stopped_eos"))
 
 

@@ -105,7 +105,7 @@ def generate(
     out.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(target_dir)
     rows = [render(tok, p) for p in prompts]  # in file order (shuffled): a cut-short run keeps every kind
-    todo = [i for i in range(len(rows)) if i not in _done(out)]
+    todo = [i for i in range(len(rows)) if i not in answered(out)]
     chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)]
     model = None
     made, t0 = 0, time.time()
@@ -144,7 +144,7 @@ def generate(
     return meta
 
 
-def _done(out: Path) -> set[int]:
+def answered(out: Path) -> set[int]:
     """Prompt indices already answered (each batch file has an ``.idx`` list beside it)."""
     done: set[int] = set()
     for f in out.glob("*.idx"):
