@@ -170,6 +170,7 @@ def run(
     from specdec.bench.llamacpp import LlamaServer
     from specdec.bench.llamacpp_build import server_binary
     from specdec.bench.vllm_rows import free_port
+    from specdec.training.selfdistill import render
 
     store = Store(folder)
     guard = Guard(heldout_texts())
@@ -188,8 +189,7 @@ def run(
     bar = tqdm(total=tokens, initial=made0, desc="self-distillation answers", unit="tok", dynamic_ncols=True)
 
     def answer_row(url: str, row: dict) -> None:
-        ids = tok.apply_chat_template([{"role": "user", "content": row["prompt"]}], add_generation_prompt=True)
-        ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
+        ids = render(tok, row["prompt"])
         comp, eos = answer(url, ids, max_new)
         store.add_answer({"id": row["id"], "prompt_ids": ids, "completion_ids": comp, "eos": eos})
         bar.update(len(comp))
