@@ -48,6 +48,7 @@ import torch
 from specdec.fast import calibrate_lowp as CL
 from specdec.fast import lowp as LOWP
 from specdec.models import packed as P
+from specdec.models.native import kernels_key
 from specdec.paths import cache_dir
 
 MARGIN = 0.05  # a path must win by more than this fraction to replace the simpler one
@@ -120,6 +121,7 @@ def key_fields(engine) -> dict:
         "parts": sorted(_parts(engine)),
         "precision_parts": sorted(CL.parts(engine)),
         "target": [target.config.model_type, target.config.num_hidden_layers, target.config.hidden_size],
+        "kernels": kernels_key(),
     }
 
 

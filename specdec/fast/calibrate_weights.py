@@ -44,6 +44,7 @@ from specdec.fast.calibrate_time import best_of
 from specdec.models import cache as kv
 from specdec.models import quant as Q
 from specdec.models.lean_target import ROW_EXACT
+from specdec.models.native import kernels_key
 from specdec.paths import cache_dir
 
 VERIFY_K = (4, 8)
@@ -155,7 +156,8 @@ def decide(timings: dict, margin: float = MARGIN, alpha: float = PRIOR_ALPHA) ->
 
 
 def _cache_file(engine):
-    key = f"{cpu_name()}|{os.cpu_count()}|{torch.__version__}|{engine.model_name}|{torch.get_num_threads()}|native"
+    fields = [cpu_name(), os.cpu_count(), torch.__version__, engine.model_name, torch.get_num_threads(), kernels_key()]
+    key = "|".join(str(f) for f in fields)
     return cache_dir() / f"weights-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 

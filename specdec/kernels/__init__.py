@@ -6,7 +6,8 @@ Why compiled here and not shipped built: the loops are compiled for this CPU (``
 AVX-512 where it exists), against the torch that is installed, with the C++ compiler a Python
 install with headers already has. Nothing is fetched. The build takes about 20-40 s once; its
 result lives in ``root()/<hash>/`` (``$SPECDEC_KERNELS``, else ``<cache>/kernels``) keyed by the
-sources, torch's version and the CPU, so a changed source, torch or machine builds again. Where
+sources, torch's version, the CPU and the compiler flags, so a changed source, torch, machine or
+flag builds again. Where
 there is no compiler or the build fails, ``native()`` is None with the reason in ``why_not()``,
 and the engine keeps its TorchScript and eager forwards (each exact against its own plain
 decoding; only speed and rounding differ).
@@ -14,7 +15,7 @@ decoding; only speed and rounding differ).
 Contract:
 - ``native()``: ``torch.ops.specdec_native`` once built and loaded (building it if needed, with a
   line on stderr), None where it cannot be; ``$SPECDEC_NATIVE=0`` turns it off.
-- ``why_not()``: why ``native()`` is None ("" when it is not).
+- ``why_not()``: why ``native()`` is None ("" when it is not); ``key()``: the library's cache key.
 - ``root()``: where built libraries live.
 - ``march()``: the ``-march`` the library is compiled for: ``$SPECDEC_KERNELS_MARCH``, else "native".
   Another value (e.g. "x86-64-v3": AVX2, no AVX-512) builds the paths another CPU would take, so
@@ -62,8 +63,17 @@ def march() -> str:
     return os.environ.get("SPECDEC_KERNELS_MARCH") or "native"
 
 
+def _flags() -> list[str]:
+    """-fopenmp, not only -fopenmp-simd: ATen's ``at::parallel_for`` is an inline OpenMP region in
+    torch's CPU builds, compiled into this library; without OpenMP it runs serially, and a second
+    thread did nothing for the block linears (docs/memwall.md, "Threads"). The runtime is torch's
+    own libgomp (same soname, already loaded), so torch.set_num_threads governs both."""
+    return ["-O3", f"-march={march()}", "-fopenmp", "-shared", "-fPIC", "-std=c++20", "-w"]
+
+
 def _library() -> Path:
-    key = "|".join([*(p.read_text() for p in SOURCES), torch.__version__, _cpu_flags(), sys.platform, march()])
+    parts = [*(p.read_text() for p in SOURCES), torch.__version__, _cpu_flags(), sys.platform, *_flags()]
+    key = "|".join(parts)
     return root() / hashlib.sha256(key.encode()).hexdigest()[:16] / "libspecdec_native.so"
 
 
@@ -72,10 +82,9 @@ def _command(out: Path) -> list[str]:
 
     lib = Path(torch.__file__).parent / "lib"
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    flags = ["-O3", f"-march={march()}", "-fopenmp-simd", "-shared", "-fPIC", "-std=c++20", "-w"]
     return [
         os.environ.get("CXX", "g++"),
-        *flags,
+        *_flags(),
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         *[f"-I{p}" for p in include_paths()],
         *(str(p) for p in SOURCES if p.suffix == ".cpp"),
@@ -126,3 +135,9 @@ def native():
 
 def why_not() -> str:
     return _why
+
+
+def key() -> str:
+    """The built library's cache key ("" where there is none): calibrations timed on one build are
+    not taken for another (specdec/fast/calibrate.py keys on it)."""
+    return _library().parent.name if native() is not None else ""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec.kernels import key as kernels_key  # noqa: F401 - re-exported for fast/ (calibration keys)
 from specdec.kernels import native
 from specdec.models import quant as Q
 
