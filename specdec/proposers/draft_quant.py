@@ -8,7 +8,7 @@ bfloat16 or float32 through transformers, c is above 1 and speculation can only 
 exactness needs no row-exactness: q is whatever distribution its tokens were sampled from (I3),
 and every forward of this runner is a deterministic function of the tokens fed.
 
-Contract: ``QuantRunner(model, capacity, fmt)`` has ``draft.HFRunner``'s interface (``length``,
+Contract: ``QuantRunner(model, capacity, fmt)`` has ``draft_runner.HFRunner``'s interface (``length``,
 ``state``/``fresh``/``restore``, ``truncate``, ``forked``, ``forward(tokens) -> logits after the last``), its
 layers in ``fmt`` (``quant.FORMATS``, one of ``lean_target.ROW_EXACT``), its LM head in
 ``quant.HEAD[fmt]``; one-token forwards take the native loops where they are built (float32
@@ -17,13 +17,11 @@ models). ``formats(model)``: the formats it can take for this model here ("fp32"
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
-from specdec.models import cache as kv
 from specdec.models import quant as Q
 from specdec.models.lean_target import ROW_EXACT, LeanTarget, supports_quantized
+from specdec.proposers.draft_runner import HFRunner
 
 
 def formats(model: torch.nn.Module) -> tuple[str, ...]:
@@ -34,37 +32,16 @@ def formats(model: torch.nn.Module) -> tuple[str, ...]:
     return tuple(f for f in ROW_EXACT if Q.available(f, down))
 
 
-class QuantRunner:
+class QuantRunner(HFRunner):
+    """``HFRunner``'s cache handling; the forward is the lean one on ``fmt`` weights."""
+
     def __init__(self, model: torch.nn.Module, capacity: int, fmt: str) -> None:
         if fmt not in formats(model):
             raise ValueError(f"draft weight format {fmt!r} not available here: {formats(model)}")
+        super().__init__(model, capacity)
         self.fmt = fmt
         self.lean = LeanTarget(model, fmt=fmt)
         self.head = Q.quantize(model.get_output_embeddings().weight, Q.HEAD.get(fmt, fmt))
-        self.n_layers, self.capacity = model.config.num_hidden_layers, capacity
-        self.cache = kv.new_cache(self.n_layers, capacity)
-
-    @property
-    def length(self) -> int:
-        return kv.length(self.cache)
-
-    def state(self):
-        return self.cache
-
-    def fresh(self):
-        return kv.new_cache(self.n_layers, self.capacity)
-
-    def restore(self, state) -> None:
-        self.cache = state
-
-    def truncate(self, n: int) -> None:
-        kv.truncate(self.cache, n)
-
-    def forked(self) -> QuantRunner:
-        """The same weights with an empty cache of its own (a batch row's draft)."""
-        f = copy.copy(self)
-        f.cache = self.fresh()
-        return f
 
     @torch.inference_mode()
     def forward(self, tokens: list[int]) -> torch.Tensor:
