@@ -86,14 +86,16 @@ def test_magpie_run_on_smollm2_writes_resumes_and_becomes_training_rows(tmp_path
     shipped = tmp_path / "shipped.jsonl"
     shipped.write_text(json.dumps({"prompt": "Name three colours of the rainbow."}) + "\n")
     folder = tmp_path / "magpie"
-    meta = magpie.run(store.gguf_path(m), tok, folder, 120, parallel=2, max_new=24, shipped=shipped)
-    assert meta["completion_tokens"] >= 120 and meta["magpie_prompts"] >= 1
+    meta = magpie.run(store.gguf_path(m), tok, folder, 120, parallel=2, max_new=24, shipped=shipped, engine="llamacpp")
+    assert meta["completion_tokens"] >= 120 and meta["magpie_prompts"] >= 1 and meta["engine"] == "llamacpp"
     prompts = [json.loads(x) for x in (folder / "prompts.jsonl").read_text().splitlines()]
     assert prompts[0]["source"] == "shipped" and len({magpie.normalise(p["prompt"]) for p in prompts}) == len(prompts)
     guard = magpie.Guard(magpie.heldout_texts())
     assert all(guard.allows(p["prompt"]) for p in prompts)  # none touches a held-out set
-    again = magpie.run(store.gguf_path(m), tok, folder, 200, parallel=2, max_new=24, shipped=shipped)
+    kw = dict(parallel=2, max_new=24, shipped=shipped, engine="specdec", target=target)  # resumed by our engine
+    again = magpie.run(store.gguf_path(m), tok, folder, 200, **kw)
     assert again["completion_tokens"] >= 200 and again["prompts"] >= meta["prompts"]  # resumed, not restarted
+    assert again["engine"] == "specdec" and again["magpie_prompts"] > meta["magpie_prompts"]
     out = tmp_path / "text" / "magpie"
     features.features(target, folder / "answers.jsonl", out, batch_tokens=512)
     rows = selfdistill.load(tmp_path / "text", ["magpie"])

@@ -54,7 +54,17 @@ def cmd_data(args: argparse.Namespace, m) -> int:
     target = args.target or store.require(m)
     cache = args.cache if args.cache != Path(".cache/specdec-heads") else args.cache / m.name
     tok = load_tokenizer(target)
-    meta = magpie.run(store.gguf_path(m), tok, cache / "magpie", args.tokens, args.parallel, args.threads, args.max_new)
+    meta = magpie.run(
+        store.gguf_path(m),
+        tok,
+        cache / "magpie",
+        args.tokens,
+        args.parallel,
+        args.threads,
+        args.max_new,
+        engine=args.engine,
+        target=target,
+    )
     print(f"answers: {meta}")
     got = features.features(target, cache / "magpie" / "answers.jsonl", cache / "text" / "magpie")
     print(f"features: {got}")
@@ -236,7 +246,14 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         default=1_000_000,
         help="data: answer tokens to reach (resumable; default 1,000,000)",
     )
-    c.add_argument("--parallel", type=int, default=8, help="data: llama-server's parallel slots (default 8)")
+    c.add_argument("--parallel", type=int, default=16, help="data: requests answered at once (default 16)")
+    c.add_argument(
+        "--engine",
+        choices=["specdec", "llamacpp"],
+        default="specdec",
+        help="data: who writes the answers: our batching backend on q4_1 (default; the faster here, "
+        "docs/training.md 7a) or llama.cpp's server with --parallel slots",
+    )
     c.add_argument(
         "--data",
         choices=["shipped", "magpie"],

@@ -1,16 +1,14 @@
 """Self-distillation text at scale: prompts the target writes itself (Magpie) plus the shipped
-training prompts, answered greedily by llama.cpp's server on the same GGUF, resumable.
+training prompts, answered greedily, resumable.
 
-Why llama.cpp: generation is the slow part of self-distillation on a CPU, and ``llama-server``
-with parallel slots (continuous batching over ``parallel`` requests) is the fastest engine on
-this machine for many independent answers; the answers are the GGUF's own greedy text (llama.cpp's
-arithmetic on the same 4-bit blocks, not bit for bit ours: training data needs the model's
-behaviour, not exactness). The heads' features are computed afterwards in one batched forward
-(``features.py``), so generation needs no hidden states.
+The engine that writes the text is ours by default (the batching backend on the target's q4_1
+blocks) or llama.cpp's server with parallel slots (``magpie_engines.py`` says why and measures).
+Generation is the slow part of self-distillation on a CPU; the heads' features are computed
+afterwards in one batched forward (``features.py``), so generation needs no hidden states.
 
 Why Magpie (Xu et al. 2024, arXiv:2406.08464): a chat model given only its template's opening of
 a user turn writes a plausible user request; sampling many of them gives varied prompts in the
-model's own distribution without copying any dataset. They are sampled (temperature ``T_USER``,
+model's own distribution without copying any dataset. They are sampled (temperature ``magpie_engines.T_USER``,
 one seed per request, reproducible); answers are greedy (temperature 0), the target's own choice
 at every position, which is what a draft must predict at temperature 0.
 
@@ -24,7 +22,7 @@ Contract (files under ``folder``; every write is an append of whole lines, so a 
 - ``answers.jsonl``: ``{"id", "prompt_ids", "completion_ids", "eos"}`` for answered prompt ids.
 - ``Guard(texts)``: ``guard.allows(text)``; ``normalise(text)``; ``user_prefix(tok)``: the chat
   template's text up to the user's words.
-- ``run(gguf, tok, folder, tokens, parallel, ...)``: start llama-server, write prompts and answers
+- ``run(gguf, tok, folder, tokens, parallel, ..., engine, target)``: open the engine, write prompts and answers
   until ``answers.jsonl`` holds ``tokens`` completion tokens; returns the counts (``meta.json``).
 """
 
@@ -39,10 +37,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from specdec.bench.llamacpp import post_json
 from specdec.paths import ASSETS
+from specdec.training import magpie_engines
 
-T_USER = 1.0  # sampling temperature of the self-written user turns
 SHINGLE = 6  # words: a shared run this long with a held-out prompt drops a prompt
 MARK = "\u0000USER\u0000"
 
@@ -98,20 +95,6 @@ def good_user_turn(text: str, stopped: bool) -> bool:
     return stopped and 12 <= len(t) <= 600 and "<|" not in t and len(t.split()) >= 3
 
 
-def write_user_turn(url: str, prefix_ids: list[int], seed: int, eot: str) -> tuple[str, bool]:
-    body = {"prompt": prefix_ids, "n_predict": 120, "temperature": T_USER, "top_p": 0.95, "top_k": 0}
-    body.update({"seed": seed, "stop": [eot], "cache_prompt": True, "stream": False})
-    out = post_json(url + "/completion", body, timeout=3600.0)
-    return out.get("content", ""), bool(out.get("stop_type") in ("eos", "word") or out.get("stopped_eos"))
-
-
-def answer(url: str, ids: list[int], max_new: int) -> tuple[list[int], bool]:
-    body = {"prompt": ids, "n_predict": max_new, "temperature": 0, "top_k": 1, "return_tokens": True}
-    body.update({"cache_prompt": True, "stream": False, "seed": 0})
-    out = post_json(url + "/completion", body, timeout=3600.0)
-    return [int(t) for t in out.get("tokens") or []], out.get("stop_type") == "eos" or bool(out.get("stopped_eos"))
-
-
 class Store:
     """The two append-only files and what they already hold."""
 
@@ -165,11 +148,11 @@ def run(
     threads: int = 2,
     max_new: int = 256,
     shipped: Path = ASSETS / "prompts" / "train" / "train.jsonl",
+    engine: str = "specdec",
+    target: Path | None = None,
 ) -> dict:
-    """Fill ``folder`` with prompts and greedy answers until ``tokens`` answer tokens are there."""
-    from specdec.bench.llamacpp import LlamaServer
-    from specdec.bench.llamacpp_build import server_binary
-    from specdec.bench.vllm_rows import free_port
+    """Fill ``folder`` with prompts and greedy answers until ``tokens`` answer tokens are there;
+    ``engine`` "specdec" (our batch backend on ``target``'s folder) or "llamacpp" (``gguf``)."""
     from specdec.training.selfdistill import render
 
     store = Store(folder)
@@ -188,34 +171,33 @@ def run(
     gate, t0, made0 = threading.Lock(), time.time(), store.tokens()
     bar = tqdm(total=tokens, initial=made0, desc="self-distillation answers", unit="tok", dynamic_ncols=True)
 
-    def answer_row(url: str, row: dict) -> None:
+    def answer_row(gen, row: dict) -> None:
         ids = render(tok, row["prompt"])
-        comp, eos = answer(url, ids, max_new)
+        comp, eos = gen.answer(ids, max_new)
         store.add_answer({"id": row["id"], "prompt_ids": ids, "completion_ids": comp, "eos": eos})
         bar.update(len(comp))
 
-    def task(url: str) -> None:
+    def task(gen) -> None:
         while store.tokens() < tokens:
             with gate:
                 row = todo.pop() if todo else None
                 seed = next(seeds) if row is None else None
             if row is None:
-                text, stopped = write_user_turn(url, prefix, seed, eot)
+                text, stopped = gen.user_turn(prefix, seed)
                 with gate:
                     if not (good_user_turn(text, stopped) and guard.allows(text)):
                         continue
                     row = {"id": len(store.prompts), "prompt": text.strip(), "source": "magpie", "seed": seed}
                     store.add_prompt(row)
-            answer_row(url, row)
+            answer_row(gen, row)
 
-    ctx = parallel * (max_new + 256)
-    argv = [str(server_binary()), "-m", str(gguf), "-t", str(threads), "-tb", str(threads), "-c", str(ctx)]
-    port = free_port()
-    argv += ["-np", str(parallel), "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
-    with LlamaServer(argv, folder / "llama-server.log", port) as server:
-        with ThreadPoolExecutor(parallel) as pool:
-            for f in [pool.submit(task, server.url) for _ in range(parallel)]:
-                f.result()
+    if engine == "specdec":
+        opened = magpie_engines.ours(target, parallel, threads)
+    else:
+        opened = magpie_engines.llamacpp(gguf, folder, parallel, threads, max_new, eot)
+    with opened as gen, ThreadPoolExecutor(parallel) as pool:
+        for f in [pool.submit(task, gen) for _ in range(parallel)]:
+            f.result()
     bar.close()
     meta = {
         "prompts": len(store.prompts),
@@ -226,7 +208,7 @@ def run(
         "parallel": parallel,
         "threads": threads,
         "tokens_per_s_this_run": round((store.tokens() - made0) / max(time.time() - t0, 1e-9), 1),
-        "engine": " ".join(argv[1:]),
+        "engine": engine,
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta
