@@ -83,3 +83,31 @@ def test_shipped_folders_are_small():
     """Everything trained for SmolLM2 fits the 40 MB the project allows in the repository."""
     files = [p for p in MODEL.assets.rglob("*") if p.is_file()] if MODEL.assets.is_dir() else []
     assert sum(p.stat().st_size for p in files) < 40e6
+
+
+def test_eagle_on_a_small_draft_vocabulary_is_still_exact_and_drafts_inside_it(engine, prompts, plain):
+    """FR-Spec: EAGLE restricted to 512 token ids (most of the answer missing from them) proposes
+    only those ids, and the emitted tokens stay none's: the vocabulary changes acceptance only."""
+    import torch
+
+    if "eagle" not in engine.methods:
+        pytest.skip("no eagle folder for smollm2-135m")
+    eagle = engine.proposers["eagle"]
+    before = eagle.sub
+    ids = torch.tensor(sorted({*range(256), *[t for ref in plain for t in ref[::2]]}))
+    seen: list[int] = []
+    propose = eagle.propose
+
+    def spy(ctx):
+        d = propose(ctx)
+        seen.extend(d.tokens.tolist())
+        return d
+
+    try:
+        eagle.set_vocab(ids)
+        eagle.propose = spy
+        assert [_run(engine, prompt, "eagle") for prompt in prompts] == plain
+    finally:
+        eagle.propose = propose
+        eagle.sub = before
+    assert seen and set(seen) <= set(ids.tolist())

@@ -40,6 +40,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         n_heads=args.n_heads,
         nodes=args.nodes if args.nodes != 24 else 16,
         data=args.data,
+        draft_vocab=args.draft_vocab,
     )
     train_chat(args.what, opt)
     return 0
@@ -253,6 +254,14 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         default="specdec",
         help="data: who writes the answers: our batching backend on q4_1 (default; the faster here, "
         "docs/training.md 7a) or llama.cpp's server with --parallel slots",
+    )
+    c.add_argument(
+        "--draft-vocab",
+        type=int,
+        default=8192,
+        metavar="N",
+        help="eagle: draft only from the N most frequent answer tokens (FR-Spec; the LM head read on N rows "
+        "instead of the whole vocabulary, still exact; default 8192, 0 = the whole vocabulary)",
     )
     c.add_argument(
         "--data",

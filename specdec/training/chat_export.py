@@ -135,7 +135,7 @@ def export_medusa(heads, held: ChatSet, opt, data: dict, secs: float) -> dict:
 
 
 @torch.no_grad()
-def export_eagle(layer, target, held: ChatSet, opt, data: dict, secs: float) -> dict:
+def export_eagle(layer, target, held: ChatSet, opt, data: dict, secs: float, train_answers=()) -> dict:
     layer.eval()
     embed, head = target.get_input_embeddings(), target.get_output_embeddings()
     n = min(len(held), 24)
@@ -147,6 +147,7 @@ def export_eagle(layer, target, held: ChatSet, opt, data: dict, secs: float) -> 
         m = (j >= start[:, None] - 1) & (j + 1 < end[:, None]) & (j >= d)
         acc.append(rank_accuracy(head(out[m]), ids[:, 2:][m], TOP))
     card = _base("eagle", layer, opt, data, secs)
+    card.update(draft_vocab(train_answers, held, opt.draft_vocab, opt.out / "eagle"))
     card.update(
         description="One decoder layer over (target feature f_t, embedding of x_{t+1}) predicting f_{t+1}, "
         "tokens from the target's frozen LM head; trained on feature regression plus cross-entropy on the "
@@ -157,6 +158,29 @@ def export_eagle(layer, target, held: ChatSet, opt, data: dict, secs: float) -> 
     save_module(layer, opt.out / "eagle", card)
     write_card(opt.out / "eagle", card)
     return card
+
+
+def answers(s: ChatSet) -> list[list[int]]:
+    """Each row's answer tokens (the completion, after the prompt)."""
+    return [s.ids[i, int(s.start[i]) + 1 : int(s.end[i]) + 1].tolist() for i in range(len(s))]
+
+
+def draft_vocab(train_answers: list[list[int]], held: ChatSet, n: int, folder: Path) -> dict:
+    """FR-Spec's draft vocabulary: the ``n`` most frequent answer tokens of the training rows, saved
+    beside the head (``proposers/vocab_subset.py``); 0 keeps the full vocabulary."""
+    from specdec.proposers import vocab_subset
+
+    if n <= 0 or not train_answers:
+        (folder / vocab_subset.FILE).unlink(missing_ok=True)
+        return {"draft_vocab": None}
+    ids = vocab_subset.frequent(train_answers, n)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab_subset.save(folder, ids)
+    return {
+        "draft_vocab": len(ids),
+        "draft_vocab_coverage_train": round(vocab_subset.coverage(train_answers, ids), 4),
+        "draft_vocab_coverage_validation": round(vocab_subset.coverage(answers(held), ids), 4),
+    }
 
 
 def step_ms(model, n: int = 15, context: int = 64) -> float:

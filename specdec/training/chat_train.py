@@ -54,6 +54,7 @@ class ChatOptions:
     node_cost: float = 0.1  # SmolLM2 fp32 on 2 cores: 8 tokens in one forward cost ~1.8 one-token steps
     head_cost: float = 0.02  # tied heads share one LM-head product (one more row per head)
     eagle_ffn: int = 1024
+    draft_vocab: int = 8192  # eagle: FR-Spec's draft vocabulary, the most frequent answer tokens (0 = all)
     draft_width: int = 256
     draft_layers: int = 2
     draft_ffn: int = 768
@@ -177,7 +178,7 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
             kind,
             lambda: L.eagle_loss(layer, embed, w_s, subset, *_cut(held_rows)),
         )
-        return X.export_eagle(layer, target, held, opt, data, secs)
+        return X.export_eagle(layer, target, held, opt, data, secs, X.answers(train))
     if kind == "draft":
         draft, proj = make_draft(target, opt)
         secs = _fit(

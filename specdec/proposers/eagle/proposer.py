@@ -23,6 +23,9 @@ prefix on every call (no commit or rollback hooks). ``propose(ctx)``:
    node relative to a decoding step (0 = always the full budget); a frontier whose best value is
    below it is not expanded further.
 
+A draft vocabulary (``draft_vocab.json`` in the folder: FR-Spec, ``proposers/vocab_subset.py``)
+restricts the LM head to the tokens that carry most text; ``set_vocab`` changes it.
+
 With k = "auto" a step is plain whenever the measured rates say the tree does not pay
 (``proposers/fallback.py``; ``chose_plain`` feeds ``Stats.auto_plain``).
 
@@ -43,10 +46,12 @@ from specdec.core.seq import resync
 from specdec.core.tree import Draft
 from specdec.fast import lowp
 from specdec.models import packed as P
+from specdec.proposers import vocab_subset
 from specdec.proposers.eagle.decode import EagleDecoder, EagleReference
 from specdec.proposers.eagle.growth import Growth
 from specdec.proposers.eagle.layer import EagleLayer
 from specdec.proposers.fallback import PlainFallback
+from specdec.proposers.vocab_subset import SubsetHead
 
 
 class Eagle:
@@ -76,6 +81,7 @@ class Eagle:
         else:
             self._head = P.Linear.shared(lm_head) if isinstance(lm_head, torch.nn.Linear) else P.Linear(lm_head)
         self._own_head: P.Linear | None = None  # a lower-precision copy of it (set_precision)
+        self.sub: SubsetHead | None = None  # the head on a reduced draft vocabulary (set_vocab)
         self.vocab = vocab
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.expand_min = expand_min
@@ -125,6 +131,13 @@ class Eagle:
             self._own_head = self._own_head or P.Linear(self._head.weight, self._head.bias)
         if self._own_head is not None:
             lowp.set_precision(self._own_head, precision, keep)
+        if self.sub is not None:
+            lowp.set_precision(self.sub.linear, precision, keep)
+
+    def set_vocab(self, ids: torch.Tensor | None) -> None:
+        """Draft from the token ids ``ids`` only (FR-Spec, ``proposers/vocab_subset.py``); None: all."""
+        vocab = self.vocab or self._head.weight.shape[0]
+        self.sub = None if ids is None else SubsetHead(self._head, ids, vocab)
 
     @classmethod
     def load(cls, folder: Path, target: torch.nn.Module, vocab: int | None = None, head=None, **kw) -> Eagle:
@@ -132,11 +145,16 @@ class Eagle:
         copy); default: a wrapper of the target's own output embedding module."""
         module = target.get_output_embeddings()
         layer = EagleLayer.load(folder, module.weight.device, module.weight.dtype, target)
-        return cls(layer, target.get_input_embeddings().weight, head or module, vocab, **kw)
+        eagle = cls(layer, target.get_input_embeddings().weight, head or module, vocab, **kw)
+        eagle.set_vocab(vocab_subset.load(folder))
+        return eagle
 
     def logp(self, feats: torch.Tensor) -> torch.Tensor:
         """Log-probabilities over the (shared) vocabulary of features ``feats`` through the LM head in
-        the precision in use: what the solo tree and the batch's (``eagle/batch.py``) grow from."""
+        the precision in use: what the solo tree and the batch's (``eagle/batch.py``) grow from.
+        With a draft vocabulary (``set_vocab``): ``-inf`` outside it, normalised over it."""
+        if self.sub is not None:
+            return self.sub.logp(feats)
         head = self._own_head if self._own_head is not None and self._own_head.low is not None else self._head
         logits = head(feats)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
