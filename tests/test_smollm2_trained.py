@@ -85,18 +85,19 @@ def test_shipped_folders_are_small():
     assert sum(p.stat().st_size for p in files) < 40e6
 
 
-def test_eagle_on_a_small_draft_vocabulary_is_still_exact_and_drafts_inside_it(engine, prompts, plain):
-    """FR-Spec: EAGLE restricted to 512 token ids (most of the answer missing from them) proposes
-    only those ids, and the emitted tokens stay none's: the vocabulary changes acceptance only."""
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+def test_a_head_on_a_small_draft_vocabulary_is_still_exact_and_drafts_inside_it(engine, prompts, plain, kind):
+    """FR-Spec: a head restricted to a few hundred token ids (much of the answer missing from them)
+    proposes only those ids, and the emitted tokens stay none's: the vocabulary changes acceptance only."""
     import torch
 
-    if "eagle" not in engine.methods:
-        pytest.skip("no eagle folder for smollm2-135m")
-    eagle = engine.proposers["eagle"]
-    before = eagle.sub
+    if kind not in engine.methods:
+        pytest.skip(f"no {kind} folder for smollm2-135m")
+    prop = engine.proposers[kind]
+    before = prop.vocab_ids
     ids = torch.tensor(sorted({*range(256), *[t for ref in plain for t in ref[::2]]}))
     seen: list[int] = []
-    propose = eagle.propose
+    propose = prop.propose
 
     def spy(ctx):
         d = propose(ctx)
@@ -104,10 +105,10 @@ def test_eagle_on_a_small_draft_vocabulary_is_still_exact_and_drafts_inside_it(e
         return d
 
     try:
-        eagle.set_vocab(ids)
-        eagle.propose = spy
-        assert [_run(engine, prompt, "eagle") for prompt in prompts] == plain
+        prop.set_vocab(ids)
+        prop.propose = spy
+        assert [_run(engine, prompt, kind) for prompt in prompts] == plain
     finally:
-        eagle.propose = propose
-        eagle.sub = before
+        prop.propose = propose
+        prop.set_vocab(before)
     assert seen and set(seen) <= set(ids.tolist())

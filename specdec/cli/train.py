@@ -260,7 +260,7 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         type=int,
         default=8192,
         metavar="N",
-        help="eagle: draft only from the N most frequent answer tokens (FR-Spec; the LM head read on N rows "
+        help="eagle, medusa: draft only from the N most frequent answer tokens (FR-Spec; the LM head read on N rows "
         "instead of the whole vocabulary, still exact; default 8192, 0 = the whole vocabulary)",
     )
     c.add_argument(

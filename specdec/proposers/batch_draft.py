@@ -139,10 +139,7 @@ def medusa_propose(medusa, pairs: list) -> list[Draft]:
     w = medusa.heads.projections[0].weight
     h = torch.stack([hid.to(device=w.device, dtype=w.dtype) for _, hid in pairs])  # [R, H]
     deepest = max(int(medusa.depth[:n].max()) + 1 for n, _ in pairs)
-    logits = medusa.head_logits(h, deepest)  # [R, K, V]
-    if medusa.vocab:
-        logits = logits[..., : medusa.vocab]
-    top = logits.topk(medusa.top, dim=-1).indices.cpu()  # [R, K, top]
+    top = medusa.top_tokens(h, deepest)  # [R, K, top]
     out = []
     for (n, _), t in zip(pairs, top):
         out.append(Draft(t[medusa.depth[:n], medusa.rank[:n]], tuple(medusa.parents[:n])))

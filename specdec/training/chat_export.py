@@ -95,7 +95,7 @@ def _base(kind: str, module, opt, data: dict, secs: float) -> dict:
 
 
 @torch.no_grad()
-def export_medusa(heads, held: ChatSet, opt, data: dict, secs: float) -> dict:
+def export_medusa(heads, held: ChatSet, opt, data: dict, secs: float, train_answers=()) -> dict:
     heads.eval()
     h, lab = medusa_positions(held, heads.n_heads)
     h, lab = h[:3000].float(), lab[:3000]
@@ -110,6 +110,7 @@ def export_medusa(heads, held: ChatSet, opt, data: dict, secs: float) -> dict:
     paths = best_tree(joint, opt.nodes, opt.node_cost, opt.head_cost)
     e = expected_length(paths, joint)
     card = _base("medusa", heads, opt, data, secs)
+    card.update(draft_vocab(train_answers, held, opt.draft_vocab, opt.out / "medusa"))
     card.update(
         description=f"{heads.n_heads} Medusa heads tied to the target's LM head (only the residual SiLU blocks "
         "are stored), self-distilled on the target's own greedy chat answers; head k predicts the token k+1 "

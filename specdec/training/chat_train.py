@@ -54,7 +54,7 @@ class ChatOptions:
     node_cost: float = 0.1  # SmolLM2 fp32 on 2 cores: 8 tokens in one forward cost ~1.8 one-token steps
     head_cost: float = 0.02  # tied heads share one LM-head product (one more row per head)
     eagle_ffn: int = 1024
-    draft_vocab: int = 8192  # eagle: FR-Spec's draft vocabulary, the most frequent answer tokens (0 = all)
+    draft_vocab: int = 8192  # eagle, medusa: FR-Spec's draft vocabulary, the most frequent answer tokens (0 = all)
     draft_width: int = 256
     draft_layers: int = 2
     draft_ffn: int = 768
@@ -162,7 +162,7 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
             kind,
             lambda: L.medusa_loss(heads, w_s, subset, hv, lv),
         )
-        return X.export_medusa(heads, held, opt, data, secs)
+        return X.export_medusa(heads, held, opt, data, secs, X.answers(train))
     if kind == "eagle":
         from specdec.proposers.eagle import EagleLayer
 

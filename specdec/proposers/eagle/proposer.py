@@ -134,6 +134,11 @@ class Eagle:
         if self.sub is not None:
             lowp.set_precision(self.sub.linear, precision, keep)
 
+    @property
+    def vocab_ids(self) -> torch.Tensor | None:
+        """The draft vocabulary in use (``set_vocab``), None: the whole vocabulary."""
+        return None if self.sub is None else self.sub.ids
+
     def set_vocab(self, ids: torch.Tensor | None) -> None:
         """Draft from the token ids ``ids`` only (FR-Spec, ``proposers/vocab_subset.py``); None: all."""
         vocab = self.vocab or self._head.weight.shape[0]

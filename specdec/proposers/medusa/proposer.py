@@ -13,6 +13,9 @@ The draft is deterministic (q = None), so the
 shared verifier accepts exactly and the output is the target's distribution at every
 temperature; the tokens never depend on the verifier's random numbers. Decoding reads the heads'
 weights through ``packed.Linear`` built at construction (packed ones are copies): train first, then build.
+A draft vocabulary (``draft_vocab.json`` in the folder, or ``set_vocab``: FR-Spec,
+``proposers/vocab_subset.py``) reads the projections on those rows only; ``top_tokens`` maps the
+heads' ranks back to token ids for the solo tree and the batch's.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from specdec.core.proposer import Context
 from specdec.core.tree import Draft
 from specdec.fast import lowp
 from specdec.models import packed as P
+from specdec.proposers import vocab_subset
 from specdec.proposers.fallback import PlainFallback
 from specdec.proposers.medusa.heads import MedusaHeads
 from specdec.proposers.medusa.paths import load_paths, tree_order
@@ -47,6 +51,8 @@ class Medusa:
         ]
         self.tied = heads.proj is None  # one LM-head product for every head's row
         self.vocab = vocab
+        self.vocab_ids: torch.Tensor | None = None  # a draft vocabulary (set_vocab), None: all tokens
+        self._full = [proj for _, proj in self._pairs]
         self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
         self.set_paths(paths)
 
@@ -56,7 +62,32 @@ class Medusa:
     ) -> Medusa:
         w = target_model.get_output_embeddings().weight
         heads = MedusaHeads.load(folder, w.device, w.dtype, target_model)
-        return cls(heads, load_paths(tree or Path(folder) / TREE_FILE), vocab)
+        medusa = cls(heads, load_paths(tree or Path(folder) / TREE_FILE), vocab)
+        medusa.set_vocab(vocab_subset.load(folder))
+        return medusa
+
+    def set_vocab(self, ids: torch.Tensor | None) -> None:
+        """Draft from the token ids ``ids`` only (FR-Spec, ``proposers/vocab_subset.py``): each
+        projection read on those rows; None: the whole vocabulary."""
+        vocab = self.vocab or self._full[0].weight.shape[0]
+        if ids is not None and int(ids.max()) >= vocab:
+            raise ValueError(f"draft vocabulary has id {int(ids.max())}, the model's vocabulary is {vocab}")
+        self.vocab_ids = ids
+        rows: dict[int, P.Linear] = {}
+        projs = (
+            self._full
+            if ids is None
+            else [rows.setdefault(id(p), P.Linear(p.weight[ids].contiguous())) for p in self._full]
+        )
+        self._pairs = [(block, proj) for (block, _), proj in zip(self._pairs, projs)]
+
+    def top_tokens(self, h: torch.Tensor, deepest: int) -> torch.Tensor:
+        """Each head's ``top`` most likely token ids, [..., deepest, top], on the CPU."""
+        logits = self.head_logits(h, deepest)
+        if self.vocab_ids is None and self.vocab:
+            logits = logits[..., : self.vocab]
+        top = logits.topk(self.top, dim=-1).indices
+        return (top if self.vocab_ids is None else self.vocab_ids[top]).cpu()
 
     def set_paths(self, paths: Sequence[Sequence[int]]) -> None:
         """Use another candidate tree (index paths); raises ValueError for an invalid one."""
@@ -107,9 +138,6 @@ class Medusa:
         w = self.heads.projections[0].weight
         deepest = int(self.depth[:n].max()) + 1  # only the heads the (cut) tree reaches
         h = ctx.hidden[-1].to(device=w.device, dtype=w.dtype)
-        logits = self.head_logits(h, deepest)  # [deepest, V]
-        if self.vocab:
-            logits = logits[:, : self.vocab]
-        top = logits.topk(self.top, dim=-1).indices.cpu()  # [K, R]
+        top = self.top_tokens(h, deepest)  # [K, R]
         tokens = top[self.depth[:n], self.rank[:n]]
         return Draft(tokens, tuple(self.parents[:n]))
