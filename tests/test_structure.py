@@ -120,8 +120,9 @@ LAYERS: dict[str, set[str]] = {
     "lsp": {"core", "catalog", "engine", "serving"},
     "demo": {"core", "catalog", "engine", "serving", "figures"},
     "export": {"core", "catalog", "models", "proposers", "engine"},
-    # training runs llama.cpp's server for self-distillation data (training/magpie.py): bench's runner
-    "training": {"core", "catalog", "models", "proposers", "engine", "bench"},
+    # self-distillation data (training/magpie_engines.py): our batching backend, or llama.cpp's
+    # server through bench's runner
+    "training": {"core", "catalog", "models", "proposers", "engine", "serving", "bench"},
     "bench": {"core", "catalog", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "export"}
     | {"figures"},
     "cli": {"core", "catalog", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "demo"}

@@ -19,7 +19,6 @@ checkpointed, after ``max_minutes``), (4) measures validation accuracy and write
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import torch
 
 from specdec.training import chat_losses as L
-from specdec.training import selfdistill
+from specdec.training import magpie, selfdistill
 from specdec.training.chat_data import ChatSet, vocab_subset
 from specdec.training.chat_prompts import read
 from specdec.training.heads_train import fit
@@ -73,7 +72,7 @@ def texts(opt: ChatOptions) -> tuple[list[dict], dict]:
         got = selfdistill.load(opt.cache / "text", ["magpie"])
         if not got:
             raise SystemExit(f"no Magpie data under {opt.cache / 'text' / 'magpie'}: run `specdec train data` first")
-        made = json.loads((opt.cache / "magpie" / "meta.json").read_text())
+        made = magpie.meta(opt.cache / "magpie")
         meta = {**meta, "magpie": made, "magpie_rows": len(got)}
         rows += got
     return rows, meta

@@ -212,3 +212,19 @@ def run(
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta
+
+
+def meta(folder: Path) -> dict:
+    """What ``run`` recorded (``meta.json``), or, for a run stopped before its target, the counts
+    read from the files themselves."""
+    path = folder / "meta.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    store = Store(folder)
+    return {
+        "prompts": len(store.prompts),
+        "answered": len(store.answered),
+        "magpie_prompts": sum(r["source"] == "magpie" for r in store.prompts),
+        "completion_tokens": store.tokens(),
+        "stopped_early": True,
+    }
