@@ -200,10 +200,7 @@ def run(
             f.result()
     bar.close()
     meta = {
-        "prompts": len(store.prompts),
-        "answered": len(store.answered),
-        "magpie_prompts": sum(r["source"] == "magpie" for r in store.prompts),
-        "completion_tokens": store.tokens(),
+        **counts(store),
         "max_new_tokens": max_new,
         "parallel": parallel,
         "threads": threads,
@@ -220,11 +217,13 @@ def meta(folder: Path) -> dict:
     path = folder / "meta.json"
     if path.exists():
         return json.loads(path.read_text())
-    store = Store(folder)
+    return {**counts(Store(folder)), "stopped_early": True}
+
+
+def counts(store: Store) -> dict:
     return {
         "prompts": len(store.prompts),
         "answered": len(store.answered),
         "magpie_prompts": sum(r["source"] == "magpie" for r in store.prompts),
         "completion_tokens": store.tokens(),
-        "stopped_early": True,
     }

@@ -70,15 +70,11 @@ class Medusa:
         """Draft from the token ids ``ids`` only (FR-Spec, ``proposers/vocab_subset.py``): each
         projection read on those rows; None: the whole vocabulary."""
         vocab = self.vocab or self._full[0].weight.shape[0]
-        if ids is not None and int(ids.max()) >= vocab:
-            raise ValueError(f"draft vocabulary has id {int(ids.max())}, the model's vocabulary is {vocab}")
         self.vocab_ids = ids
-        rows: dict[int, P.Linear] = {}
-        projs = (
-            self._full
-            if ids is None
-            else [rows.setdefault(id(p), P.Linear(p.weight[ids].contiguous())) for p in self._full]
-        )
+        cut: dict[int, P.Linear] = {}  # tied heads still share one (reduced) projection
+        for p in self._full if ids is not None else []:
+            cut.setdefault(id(p), vocab_subset.SubsetHead(p, ids, vocab).linear)
+        projs = self._full if ids is None else [cut[id(p)] for p in self._full]
         self._pairs = [(block, proj) for (block, _), proj in zip(self._pairs, projs)]
 
     def top_tokens(self, h: torch.Tensor, deepest: int) -> torch.Tensor:
