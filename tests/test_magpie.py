@@ -9,6 +9,7 @@ answers, resumes, and the features pass turns them into rows ``chat_train`` read
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -103,3 +104,24 @@ def test_magpie_run_on_smollm2_writes_resumes_and_becomes_training_rows(tmp_path
     r = rows[0]
     assert r["hidden"].shape == (len(r["prompt"]) + len(r["completion"]) - 1, 576)
     assert features.features(target, folder / "answers.jsonl", out)["rows_now"] == 0  # nothing left to do
+
+
+class _Answers(list):
+    completion_tokens = 7
+
+
+def test_a_magpie_trained_card_records_the_magpie_set_not_the_shipped_prompts():
+    """The card of a module trained on ``--data magpie`` names that set and its counts (it once
+    said ``prompts_file: train.jsonl`` with every count null)."""
+    from specdec.training.chat_export import data_card
+
+    made = {"prompts": 30, "magpie_prompts": 20, "completion_tokens": 900, "stopped_early": True}
+    meta = {"magpie": made, "magpie_rows": 25}
+    args = (_Answers([1, 2]), _Answers([3]), torch.arange(4))
+    got = data_card(SimpleNamespace(data="magpie", prompts="p.jsonl"), meta, *args)["data"]
+    assert got["source"].startswith("magpie") and "prompts_file" not in got
+    assert (got["prompts"], got["magpie_prompts"], got["answers"], got["completion_tokens"]) == (30, 20, 25, 900)
+    assert (got["train_answers"], got["validation_answers"], got["softmax_vocab_subset"]) == (2, 1, 4)
+    shipped = SimpleNamespace(data="shipped", prompts="p.jsonl", max_new=8, gen_batch=2)
+    got = data_card(shipped, {"prompts": 3, "completion_tokens": 50}, *args)["data"]
+    assert got["prompts_file"] == "p.jsonl" and got["completion_tokens"] == 50 and "source" not in got

@@ -29,21 +29,41 @@ TOP = 10
 
 
 def data_card(opt, meta: dict, train: ChatSet, held: ChatSet, subset: torch.Tensor) -> dict:
-    return {
-        "data": {
-            "prompts_file": str(opt.prompts),
-            "prompts": meta.get("prompts"),
-            "how": "the frozen target answers each prompt (chat template, its default system prompt, greedy, "
-            f"at most {opt.max_new} new tokens, batches of {opt.gen_batch}); its last hidden states are kept",
-            "completion_tokens": meta.get("completion_tokens"),
-            "generation_tokens_per_s": meta.get("tokens_per_s"),
-            "generation_seconds": meta.get("seconds"),
-            "train_answers": len(train),
-            "train_completion_tokens": train.completion_tokens,
-            "validation_answers": len(held),
-            "validation_completion_tokens": held.completion_tokens,
-            "softmax_vocab_subset": len(subset),
+    return {"data": {**_source(opt, meta), **_split(train, held, subset)}}
+
+
+def _source(opt, meta: dict) -> dict:
+    """Where the answers came from: the shipped prompts answered here, or ``specdec train data``'s
+    Magpie set (its own counts, ``magpie.meta``)."""
+    if opt.data == "magpie":
+        made = meta.get("magpie", {})
+        return {
+            "source": "magpie: `specdec train data` (the shipped training prompts plus prompts the target wrote "
+            "through its chat template; greedy answers; held-out prompts excluded)",
+            "prompts": made.get("prompts"),
+            "magpie_prompts": made.get("magpie_prompts"),
+            "answers": meta.get("magpie_rows"),
+            "completion_tokens": made.get("completion_tokens"),
+            "stopped_early": made.get("stopped_early", False),
         }
+    return {
+        "prompts_file": str(opt.prompts),
+        "prompts": meta.get("prompts"),
+        "how": "the frozen target answers each prompt (chat template, its default system prompt, greedy, "
+        f"at most {opt.max_new} new tokens, batches of {opt.gen_batch}); its last hidden states are kept",
+        "completion_tokens": meta.get("completion_tokens"),
+        "generation_tokens_per_s": meta.get("tokens_per_s"),
+        "generation_seconds": meta.get("seconds"),
+    }
+
+
+def _split(train: ChatSet, held: ChatSet, subset: torch.Tensor) -> dict:
+    return {
+        "train_answers": len(train),
+        "train_completion_tokens": train.completion_tokens,
+        "validation_answers": len(held),
+        "validation_completion_tokens": held.completion_tokens,
+        "softmax_vocab_subset": len(subset),
     }
 
 
