@@ -51,6 +51,19 @@ def test_auto_k_chooses_a_plain_step_when_drafting_does_not_pay():
     assert runs == [0] * (PROBE_EVERY - 1) + [1]
 
 
+def test_a_request_state_backs_off_its_probes_while_drafting_does_not_pay():
+    from specdec.proposers.draft import PROBE_EVERY, choose_k
+    from specdec.proposers.fallback import PROBE_MAX, ProbeBackoff
+
+    probe, run, probes = ProbeBackoff(), 0, []
+    for step in range(200):
+        k = choose_k(0.2, 0.5, 8, run, probe)
+        probes += [step] if k else []
+        run = 0 if k else run + 1
+    assert PROBE_EVERY == 8 and probes == [7, 23, 55, 119, 183]  # after 7 plain steps, then 16, 32, 64, 64
+    assert PROBE_MAX == 64 and choose_k(0.9, 0.05, 8, 0, probe) >= 5 and probe.every == PROBE_EVERY  # pays: reset
+
+
 def test_a_new_request_starts_its_own_run_of_plain_steps():
     from types import SimpleNamespace
 

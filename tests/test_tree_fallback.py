@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from specdec.core.config import GenerateSpec, SamplingParams
-from specdec.proposers.fallback import PlainFallback, drafting_pays
+from specdec.proposers.fallback import PlainFallback, ProbeBackoff, drafting_pays
 
 
 def test_drafting_pays_when_tau_exceeds_the_step_cost_in_plain_steps() -> None:
@@ -42,13 +42,22 @@ def _run(fb: PlainFallback, clock: Clock, steps: int, draft_s: float, draft_toke
     return out
 
 
-def test_a_tree_that_does_not_pay_falls_back_to_plain_steps_with_probes() -> None:
+def test_a_tree_that_does_not_pay_falls_back_to_plain_steps_with_probes_backing_off() -> None:
     clock = Clock()
-    fb = PlainFallback(clock=clock, probe_every=4)
-    got = _run(fb, clock, 20, draft_s=2.0, draft_tokens=1)  # 1 token for 2 plain steps' time
+    fb = PlainFallback(clock=clock, probe_every=4, probe_max=16)
+    got = _run(fb, clock, 60, draft_s=2.0, draft_tokens=1)  # 1 token for 2 plain steps' time
     assert got[:2] == [False, True]  # draft first, then one plain step to measure it
-    assert got[1:] == [True, True, True, False] * 4 + [True, True, True]  # a probing draft every 4th step
+    probes = [i for i, plain in enumerate(got) if not plain and i > 0]
+    assert probes == [4, 12, 28, 44]  # after 3 plain steps (the measuring one first), then 8, 16, 16 (the cap)
     assert fb.rates() == pytest.approx((1.0, 2.0))
+
+
+def test_probe_backoff_doubles_after_each_unpaid_probe_and_resets_when_drafting_pays() -> None:
+    b = ProbeBackoff(base=2, cap=8)
+    probes = [step for step in range(40) if b.drafts(step == 30)]  # drafting pays once, at step 30
+    assert probes == [1, 5, 13, 21, 29, 30, 32, 36]  # gaps 4, 8, 8 (the cap); pays at 30: every 2, then 4
+    fixed = ProbeBackoff(base=4, cap=4)
+    assert [fixed.drafts(False) for _ in range(8)] == [False, False, False, True] * 2
 
 
 def test_a_tree_that_pays_keeps_drafting_and_explicit_k_is_never_overridden() -> None:
@@ -72,13 +81,16 @@ def test_steps_of_another_request_are_not_counted() -> None:
     assert fb.sums[True] == [0.0, 0.0, 0.0]
 
 
-def test_a_new_request_starts_its_own_run_of_plain_steps() -> None:
+def test_the_probe_schedule_spans_requests() -> None:
+    """Short requests (an editor's completions) still probe: the plain steps since the last draft
+    are counted across requests, as the rates the probe measures are kept across them."""
     clock = Clock()
     fb = PlainFallback(clock=clock, probe_every=4)
     _run(fb, clock, 3, draft_s=2.0, draft_tokens=1)  # draft, plain, plain: a run of 2
     assert fb.plain_run == 2
     got = _run(fb, clock, 4, draft_s=2.0, draft_tokens=1)  # a new token list: a new request
-    assert got == [True, True, True, False]  # its probe comes after its own 3 plain steps, not 1
+    assert got == [True, False, True, True] and fb.plain_run == 2  # the 4th plain step in all probes
+    assert fb.probe.every == 8  # that probe did not pay: the next waits 8 plain steps
 
 
 @pytest.mark.parametrize("method", ["medusa", "eagle"])

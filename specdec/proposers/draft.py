@@ -16,8 +16,9 @@ length), measures the cost ratio c = draft forward time / target forward time, a
 [1, k_max] that maximises the expected speedup (1 - alpha^(k+1)) / ((1 - alpha)(k (c + v) + 1)),
 v = ``verify_cost``, the extra cost of verifying one more token (a CPU's wider forward is not free,
 a GPU's nearly is); without it a confident draft drafts longer than pays. When no k beats plain
-decoding (speedup <= 1), auto k chooses k = 0, a plain step (``choose_k``; every ``PROBE_EVERY``-th
-such step in a row drafts one token to keep measuring alpha), and sets ``chose_plain``, which the
+decoding (speedup <= 1), auto k chooses k = 0, a plain step (``choose_k``; a probe drafts one
+token after a run of such steps to keep measuring alpha, the run doubling while the probes find
+that drafting does not pay: ``fallback.ProbeBackoff``), and sets ``chose_plain``, which the
 engine counts in the step stats (``Stats.auto_plain``): speculation is then never slower than
 plain decoding by more than the probes. ``plain_run`` counts one request's steps: a new request
 (another token list) starts it at 0, while alpha and c carry over (they describe the models and the

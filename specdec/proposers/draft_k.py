@@ -10,12 +10,15 @@ would (before, the batch code set these as attributes of a copied ``DraftModel``
 Contract:
 - ``choose_k(alpha, c, k_max, plain_run)``: the k in [1, k_max] with the best expected speedup
   (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)) (``theory.optimal_k``) when it beats plain decoding,
-  else 0, except that every ``PROBE_EVERY``-th plain step in a row drafts one token.
+  else 0, except that a probe drafts one token after a run of plain steps (``probe``, a
+  ``fallback.ProbeBackoff``: the run doubles after each probe that left drafting unpaid, up to
+  ``PROBE_MAX``, and spans requests; without one, the ``PROBE_EVERY``-th step of ``plain_run``).
 - ``AcceptanceTracker``: decayed counts of accepted draft tokens and of rejections, inferred from
   the committed tokens (``remember`` a draft, ``observe`` the grown token list), ``alpha``.
 - ``DraftState()``: ``tracker``, ``step_ms`` (one draft forward, ms, a moving average; None until
   measured), ``plain_run`` (plain steps auto k chose in a row in this request), ``chose_plain``,
-  ``slot`` (a batch row's KV slot in ``BatchDraft``'s ragged cache, None outside it).
+  ``slot`` (a batch row's KV slot in ``BatchDraft``'s ragged cache, None outside it), ``probe``
+  (the probe schedule; it carries over requests, as the acceptance estimate does).
   ``begin(ctx, verify_cost) -> k`` counts the last draft's outcome, starts a new request's plain
   run at 0 (another token list), and returns the request's k capped by the step's budget
   (``current_k``: a fixed k as given; auto: ``FIRST_K`` until alpha and c are measured, then
@@ -28,19 +31,19 @@ from __future__ import annotations
 from specdec.core.proposer import Context
 from specdec.core.seq import common_prefix
 from specdec.core.theory import optimal_k
+from specdec.proposers.fallback import PROBE_EVERY, ProbeBackoff
 
 FIRST_K = 4  # drafted until alpha and c are measured (and the cap if a caller gives none)
-PROBE_EVERY = 8  # after this many plain steps chosen by auto k, one 1-token draft re-measures alpha
 
 
-def choose_k(alpha: float, c: float, k_max: int, plain_run: int = 0, probe_every: int = PROBE_EVERY) -> int:
+def choose_k(alpha: float, c: float, k_max: int, plain_run: int = 0, probe: ProbeBackoff | None = None) -> int:
     """Auto k: the k in [1, k_max] with the best expected speedup (1 - alpha^(k+1)) /
-    ((1 - alpha)(k c + 1)) when it beats plain decoding, else 0 (a plain step), except that the
-    ``probe_every``-th plain step in a row drafts one token so alpha keeps being measured."""
+    ((1 - alpha)(k c + 1)) when it beats plain decoding, else 0 (a plain step), except that a
+    probe drafts one token after a run of plain steps (``probe``; by default every
+    ``PROBE_EVERY``-th) so alpha keeps being measured."""
     k, _ = optimal_k(min(max(alpha, 0.0), 1.0), c, k_max)
-    if k:
-        return k
-    return 1 if plain_run + 1 >= probe_every else 0
+    probe = probe or ProbeBackoff(PROBE_EVERY, PROBE_EVERY, since=plain_run)
+    return max(k, 1) if probe.drafts(k > 0) else 0
 
 
 class AcceptanceTracker:
@@ -83,6 +86,7 @@ class DraftState:
         self.chose_plain = False
         self.request: list[int] | None = None  # the token list the plain run belongs to
         self.slot: int | None = None  # a batch row's KV slot in the batched draft (batch_draft.py)
+        self.probe = ProbeBackoff()
 
     def current_k(self, ctx: Context, verify_cost: float) -> int:
         if ctx.spec.k != "auto":
@@ -90,7 +94,7 @@ class DraftState:
         if not ctx.target_ms or not self.step_ms:
             return min(FIRST_K, ctx.k_max or FIRST_K)
         c = self.step_ms / ctx.target_ms + verify_cost
-        return choose_k(self.tracker.alpha, c, ctx.k_max or FIRST_K, self.plain_run)
+        return choose_k(self.tracker.alpha, c, ctx.k_max or FIRST_K, self.plain_run, self.probe)
 
     def begin(self, ctx: Context, verify_cost: float) -> int:
         self.tracker.observe(ctx.tokens)

@@ -12,9 +12,21 @@ Contract:
 - ``PlainFallback.plain(ctx)`` at the start of ``propose``: records the previous step of the same
   request (decayed sums, so the rates follow the text), then says whether this step should be plain
   (only with ``ctx.spec.k == "auto"``): never before a drafting step was measured; one plain step
-  to measure it when no plain step was; then ``drafting_pays``, except that every
-  ``probe_every``-th plain step in a row drafts, so the drafting rate keeps being measured.
-  ``plain_run`` belongs to one request (a new token list starts it at 0); the rates carry over.
+  to measure it when no plain step was; then ``drafting_pays``, except that a probe drafts after a
+  run of plain steps (``ProbeBackoff``), so the drafting rate keeps being measured.
+- ``ProbeBackoff(base, cap, since=0)``: the probe schedule, shared with the draft model's k rule
+  (``draft_k.py``). ``drafts(pays)``: True when drafting pays, or when ``every`` plain steps have
+  passed since the last drafting step (a probe); ``plain()`` counts a plain step decided
+  elsewhere. ``every`` starts at ``base``, doubles after each probe that left drafting unpaid, up
+  to ``cap``, and returns to ``base`` when drafting pays. The count spans requests, as the rates
+  it keeps measured do. Why: where a method never pays (SmolLM2's heads on most text), a probe
+  every 8th step cost 6-11% of the speed (a probe of a 16-node tree costs about two plain steps
+  and commits about 1.3 tokens); backed off, the probes cost an eighth of that, and a text where
+  drafting starts to pay is still found within ``cap`` plain steps. Counted per request, as
+  before, a request shorter than ``every`` steps (an editor's 48-token completion) would never
+  probe again.
+  ``plain_run`` belongs to one request (a new token list starts it at 0; a statistic); the rates
+  and the probe schedule carry over.
   ``drafted(n)`` after it says how many nodes the step drafted (a proposer may return an empty
   draft for its own reasons); ``chose_plain`` is what the engine counts in ``Stats.auto_plain``.
 - The same clock, for a proposer with a rule of its own (prompt lookup's k, ``lookup_k.py``):
@@ -31,6 +43,7 @@ from __future__ import annotations
 import time
 
 PROBE_EVERY = 8  # as for chains (proposers/draft.py)
+PROBE_MAX = 64  # the longest run of plain steps between probes (ProbeBackoff)
 CLIP = 2.0  # a by_size sample counts as at most this many times its size's mean (or the plain one's)
 
 
@@ -40,9 +53,33 @@ def drafting_pays(tau: float, step_ratio: float, margin: float = 0.0) -> bool:
     return tau > step_ratio * (1.0 + margin)
 
 
+class ProbeBackoff:
+    """When probes draft in a run of plain steps: see the module docstring."""
+
+    def __init__(self, base: int = PROBE_EVERY, cap: int = PROBE_MAX, since: int = 0) -> None:
+        self.base, self.cap = base, max(base, cap)
+        self.every, self.probed, self.since = base, False, since  # since: plain steps since a draft
+
+    def drafts(self, pays: bool) -> bool:
+        if pays:
+            self.every, self.probed, self.since = self.base, False, 0
+            return True
+        if self.probed:  # the last probe did not make drafting pay: wait twice as long for the next
+            self.every = min(2 * self.every, self.cap)
+        self.probed = self.since + 1 >= self.every
+        self.since = 0 if self.probed else self.since + 1
+        return self.probed
+
+    def plain(self) -> None:
+        self.since += 1
+
+
 class PlainFallback:
-    def __init__(self, decay: float = 0.9, probe_every: int = PROBE_EVERY, clock=time.perf_counter) -> None:
+    def __init__(
+        self, decay: float = 0.9, probe_every: int = PROBE_EVERY, clock=time.perf_counter, probe_max: int = PROBE_MAX
+    ) -> None:
         self.decay, self.probe_every, self.clock = decay, probe_every, clock
+        self.probe = ProbeBackoff(probe_every, probe_max)
         self.sums = {True: [0.0, 0.0, 0.0], False: [0.0, 0.0, 0.0]}  # drafted? -> [steps, tokens, seconds]
         self.by_size: dict[int, list[float]] = {}  # draft size -> [steps, seconds] (0 = plain)
         self.plain_run = 0
@@ -92,8 +129,10 @@ class PlainFallback:
             rates = self.rates()
             if rates is None:
                 plain = self.sums[False][0] == 0  # measure one plain step
-            elif not drafting_pays(*rates):
-                plain = self.plain_run + 1 < self.probe_every
+                if plain:
+                    self.probe.plain()
+            else:
+                plain = not self.probe.drafts(drafting_pays(*rates))
         return self.chose(plain)
 
     def drafted(self, n: int) -> None:
