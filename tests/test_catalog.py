@@ -45,7 +45,7 @@ def test_commands_default_to_smollm2_and_specdec_model_overrides(monkeypatch):
     monkeypatch.delenv("SPECDEC_MODEL", raising=False)
     for cmd in (["generate", "x"], ["demo"], ["serve"], ["bench"]):
         assert build_parser().parse_args(cmd).default_model == "smollm2-135m", cmd
-    assert build_parser().parse_args(["lsp"]).default_model == "tiny"  # the editor's latency goal: docs/models.md
+    assert build_parser().parse_args(["lsp"]).default_model == "auto"  # measured: specdec/lsp/auto.py
     monkeypatch.setenv("SPECDEC_MODEL", "gemma3-270m")
     assert build_parser().parse_args(["demo"]).default_model == "gemma3-270m"
 

@@ -29,11 +29,19 @@ workspace/didChangeConfiguration (optionally under a "specdec" key):
                     not shown (0-1, default 0.2; 0 = off)
   telemetry         initializationOptions only: a specdec/stats notification after each completion
 
-The shipped models are tiny (8.7M-parameter target) and trained here; for real completions pass
---target DIR and --draft DIR (local Hugging Face folders, same tokenizer) or --no-draft.
+The model (default --model auto) is measured: at start-up the server loads the most capable
+catalogue model installed here (never fetching one; a code model with fill-in-the-middle first,
+then larger) whose line completion has p50 <= 150 ms on this machine, else the tiny shipped one
+(8.7M parameters, trained here: rough completions). The figures are cached in ~/.cache/specdec
+(per model, CPU and --threads; --recalibrate measures again) and a line on stderr names the choice.
+--model NAME, or --target DIR and --draft DIR (local Hugging Face folders, same tokenizer) or
+--no-draft, pick the model yourself; $SPECDEC_MODEL sets another default. On 2026-12-06 a 2-core
+AVX-512 machine (not a quiet one) chose tiny: SmolLM2's line completions had p50 210 ms,
+qwen2.5-coder-0.5b's step 179 ms (docs/lsp.md).
 
 examples:
-  specdec lsp                                  # stdio, for an editor
+  specdec lsp                                  # stdio, for an editor; the model measured (auto)
+  specdec lsp --model smollm2-135m             # that model, no measuring
   specdec lsp --tcp 127.0.0.1:2087             # TCP, for debugging with a client that connects
   specdec lsp --method draft --stop block
   python -m specdec.bench.lsp_bench --limit 10               # latency benchmark through a real LSP client
@@ -78,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
     add_batch_args(parser)
-    add_model_args(parser, default="tiny")
+    add_model_args(parser, default="auto")  # specdec/lsp/auto.py: measured on the running machine
     from specdec.cli.backend_arg import add_backend_arg
 
     add_backend_arg(parser)
@@ -106,10 +114,18 @@ def run(args: argparse.Namespace) -> int:
     except OptionsError as e:
         raise ConfigError(str(e)) from None
 
+    auto = (args.model or (None if args.target else args.default_model)) == "auto"
+    if auto and args.backend:  # a remote server's model cannot be measured here: the tokenizer is tiny's, as before
+        args.model, auto = "tiny", False
+
     def loader():
         import torch
 
         torch.set_num_threads(args.threads)
+        if auto:  # the most capable installed model within the latency goal, measured once and cached
+            from specdec.lsp.auto import load
+
+            return load(args, defaults, load_engine, lambda line: print(line, file=sys.stderr, flush=True))
         return load_engine(args)
 
     from specdec.serving.remote import backend_for

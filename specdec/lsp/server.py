@@ -45,9 +45,11 @@ MODEL_NOTE = (
     "specdec lsp: backend %s, methods %s. The shipped models (assets/) are tiny and trained here: "
     "an 8.7M-parameter target and a 0.9M draft, trained on the Python files installed on the "
     "machine that built them (docs/training.md): expect rough completions. For real ones, start "
-    "the server with --target DIR (a local Hugging Face causal LM folder) and --draft DIR (a "
-    "smaller model with the same tokenizer) or --no-draft; see docs/lsp.md"
+    "the server with --model NAME (an installed catalogue model: specdec models), or --target DIR "
+    "(a local Hugging Face causal LM folder) and --draft DIR (a smaller model with the same "
+    "tokenizer) or --no-draft; see docs/lsp.md"
 )
+REAL_NOTE = "specdec lsp: backend %s, methods %s, model %s"
 
 
 class SpecdecServer(LanguageServer):
@@ -250,7 +252,12 @@ def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> S
         ls.client_info = params.client_info
         await ls.ready()
         ls.configure(params.initialization_options, initial=True)
-        log.warning(MODEL_NOTE, getattr(ls.backend, "name", type(ls.backend).__name__), ", ".join(ls.backend.methods))
+        name = getattr(ls.backend, "name", type(ls.backend).__name__)
+        model = getattr(getattr(ls.backend, "engine", None), "model_name", None)
+        if model in (None, "tiny"):  # the shipped model (or a backend that cannot say): the caveat
+            log.warning(MODEL_NOTE, name, ", ".join(ls.backend.methods))
+        else:
+            log.warning(REAL_NOTE, name, ", ".join(ls.backend.methods), model)
 
     @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: SpecdecServer, params: t.DidChangeConfigurationParams) -> None:
