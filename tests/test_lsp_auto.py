@@ -91,12 +91,13 @@ def test_auto_loads_an_installed_model_and_records_its_measured_p50(tmp_path, mo
     said: list[str] = []
     engine = auto.load(args, Options(), engine_from_args, said.append)
     figures = auto.read(auto.fields("smollm2-135m", 1, Options()))
-    assert figures is not None and len(figures["samples_ms"]) >= 1 and figures["date"]
+    assert figures is not None and figures["date"]
     p50 = figures["p50_ms"]
     if p50 is None:  # rejected after one warm step slower than the goal (fp32 on a slow or busy machine)
         assert figures["step_ms"] > auto.GOAL_MS and f"one step {figures['step_ms']:.0f} ms" in said[0]
     else:
-        assert 0 < p50 == statistics.median(figures["samples_ms"]) and f"p50 {p50:.0f} ms" in said[0]
+        assert len(figures["samples_ms"]) >= 1 and 0 < p50 == statistics.median(figures["samples_ms"])
+        assert f"p50 {p50:.0f} ms" in said[0]
     chosen = "smollm2-135m" if auto.meets(figures) else auto.FALLBACK
     assert engine.model_name == chosen and f"-> {chosen}" in said[0]
     assert len(auto.candidates(known.MODELS, store.installed)) >= 1  # the real list holds it too

@@ -35,9 +35,9 @@ then larger) whose line completion has p50 <= 150 ms on this machine, else the t
 (8.7M parameters, trained here: rough completions). The figures are cached in ~/.cache/specdec
 (per model, CPU and --threads; --recalibrate measures again) and a line on stderr names the choice.
 --model NAME, or --target DIR and --draft DIR (local Hugging Face folders, same tokenizer) or
---no-draft, pick the model yourself; $SPECDEC_MODEL sets another default. On 2026-12-06 a 2-core
-AVX-512 machine (not a quiet one) chose tiny: SmolLM2's line completions had p50 210 ms,
-qwen2.5-coder-0.5b's step 179 ms (docs/lsp.md).
+--no-draft, pick the model yourself; $SPECDEC_MODEL sets another default. On a quiet 2-core
+AVX-512 machine it chose smollm2-135m (p50 144 ms; qwen2.5-coder-0.5b 176 ms); measured while
+other jobs ran, tiny (docs/lsp.md).
 
 examples:
   specdec lsp                                  # stdio, for an editor; the model measured (auto)
