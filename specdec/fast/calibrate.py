@@ -35,8 +35,6 @@ Contract:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
 import time
@@ -49,7 +47,7 @@ from specdec.fast import calibrate_lowp as CL
 from specdec.fast import lowp as LOWP
 from specdec.models import packed as P
 from specdec.models.native import kernels_key
-from specdec.paths import cache_dir
+from specdec.paths import KeyedCache
 
 MARGIN = 0.05  # a path must win by more than this fraction to replace the simpler one
 PATHS = {"target": ("hf", "lean"), "draft": ("hf", "lean"), "eagle": ("reference", "fused")}  # (simpler, other)
@@ -125,29 +123,8 @@ def key_fields(engine) -> dict:
     }
 
 
-def cache_path(fields: dict) -> Path:
-    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_dir() / f"calibration-{digest}.json"
-
-
-def read_cache(fields: dict) -> dict | None:
-    try:
-        data = json.loads(cache_path(fields).read_text())
-    except (OSError, ValueError):
-        return None
-    return data.get("timings") if isinstance(data, dict) and data.get("key") == fields else None
-
-
-def write_cache(fields: dict, timings: dict) -> Path | None:
-    path = cache_path(fields)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": fields, "timings": timings}, indent=1) + "\n")
-        tmp.replace(path)
-    except OSError:
-        return None  # a read-only home: calibrate again next time
-    return path
+CACHE = KeyedCache("calibration", "key", "timings")  # write: None on a read-only home (calibrate again next time)
+cache_path, read_cache, write_cache = CACHE.path, CACHE.read, CACHE.write
 
 
 @dataclass

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from specdec.catalog import known, store
-from specdec.paths import DEFAULT_PROMPTS, cache_dir
+from specdec.paths import DEFAULT_PROMPTS, KeyedCache
 
 GOAL_MS = 150.0
 FALLBACK = "tiny"
@@ -120,25 +120,8 @@ def fields(name: str, threads: int, options) -> dict:
     }
 
 
-def cache_path(f: dict) -> Path:
-    return cache_dir() / f"lsp-auto-{hashlib.sha256(json.dumps(f, sort_keys=True).encode()).hexdigest()[:16]}.json"
-
-
-def read(f: dict) -> dict | None:
-    try:
-        data = json.loads(cache_path(f).read_text())
-    except (OSError, ValueError):
-        return None
-    return data.get("figures") if isinstance(data, dict) and data.get("fields") == f else None
-
-
-def write(f: dict, figures: dict) -> None:
-    try:
-        path = cache_path(f)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"fields": f, "figures": figures}, indent=1))
-    except OSError:
-        pass
+CACHE = KeyedCache("lsp-auto", "fields", "figures")
+cache_path, read, write = CACHE.path, CACHE.read, CACHE.write
 
 
 # -- measuring ------------------------------------------------------------------------------------
