@@ -47,7 +47,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace, m) -> int:
-    """Magpie + shipped prompts answered by llama-server, then the target's features over them."""
+    """Magpie + shipped prompts answered greedily (``--engine``: our batching backend or llama-server),
+    then the target's features over them."""
     from specdec.catalog import store
     from specdec.training import features, magpie
     from specdec.training.selfdistill import load_tokenizer
