@@ -15,8 +15,8 @@ engine counts in ``Stats.auto_plain``). An explicit k drafts the whole match up 
 policy capped k at 0). The measurements live in a ``LookupState``: the proposer holds the solo
 request's (``state``), so one proposer per engine carries them across requests, and a batch row
 gets its own, a copy of the measurements so far (``new_state``). ``propose(ctx)`` is the batch of
-one through the batch form (``LookupRows.propose([state], [ctx])``), which drafts each state with
-``draft(state, ctx)``.
+one: the batch form (``LookupRows.propose(states, contexts)``) drafts each state with
+``draft(state, ctx)``, which the solo ``propose`` calls on its state directly.
 
 The search runs on an int64 copy of the request's tokens that grows by what was appended since
 the last call (``Grown``), not on a fresh conversion of the whole list every step: a step's lookup
@@ -91,8 +91,9 @@ class PromptLookup:
         return LookupState(self.state.auto.carried())
 
     def propose(self, ctx: Context) -> Draft:
-        """The solo request's draft: the batch of one (``LookupRows.propose``)."""
-        return self.form.propose([self.state], [ctx])[0]
+        """The solo request's draft: the batch of one (``LookupRows.propose`` is ``draft`` per state;
+        called directly here, a step's lookup being pure overhead when nothing matches)."""
+        return self.draft(self.state, ctx)
 
     def draft(self, state: LookupState, ctx: Context) -> Draft:
         """One request's draft from its state (the string search and auto k)."""
