@@ -20,7 +20,8 @@ generator, in the solo order, through one of two forwards:
   and ``catch_up_ms`` the time of a long catch-up (a newcomer's prompt), left out of it;
 - otherwise (the solo proposer's own form, ``slots`` = 0, or a draft the ragged forward does not
   take): one state after another through the draft's own forward, ``DraftModel.chain`` (the lean or
-  transformers' runner and its cache: the single-request computation, with its timing).
+  transformers' runner and its cache: the single-request computation, with its timing); the batch
+  then proposes each row apart (``one_by_one``), as solo.
 Exactness: q and the tokens come from the same function as solo up to float rounding of batched
 kernels (docs/batching.md); the verifier uses exactly the q each token was drawn from.
 """
@@ -57,6 +58,11 @@ class BatchDraft:
         self.free = list(range(slots - 1, -1, -1)) if ragged else []
         self.draft_ms: float | None = None
         self.catch_up_ms = 0.0  # the last call's long catch-up (ms), 0 when it had none
+
+    @property
+    def one_by_one(self) -> bool:
+        """Without the ragged forward nothing is shared: the batch proposes and times each row apart."""
+        return self.model is None
 
     def nbytes(self) -> int:
         return self.model.nbytes() if self.model is not None else 0
