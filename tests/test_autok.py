@@ -67,10 +67,12 @@ def test_a_request_state_backs_off_its_probes_while_drafting_does_not_pay():
 def test_a_new_request_starts_its_own_run_of_plain_steps():
     from types import SimpleNamespace
 
+    from specdec.proposers.batch_draft import BatchDraft
     from specdec.proposers.draft import DraftModel, DraftState
 
     prop = DraftModel.__new__(DraftModel)  # the k decision only: no model is run for plain steps
-    prop.state, prop.verify_cost = DraftState(), 0.1
+    prop.state, prop.verify_cost, prop.vocab = DraftState(), 0.1, None
+    prop.form = BatchDraft(prop, 0, 0)  # the solo form: propose is its batch of one
     prop.step_ms = 1.0
     prop.tracker.accepted, prop.tracker.rejections = 0.0, 10.0  # alpha 0: drafting never pays
     spec = SimpleNamespace(k="auto", confidence=None)
@@ -106,21 +108,24 @@ def test_engine_counts_auto_plain_steps_and_keeps_the_tokens(engine, prompts):
 
 
 def test_the_k_rule_state_is_per_request_and_shared_by_solo_and_batch(engine):
-    """One ``DraftState`` per request (draft_k.py): the solo proposer holds one, every batch row's
-    proposer its own over the same weights, and both paths choose k through it."""
+    """One ``DraftState`` per request (draft_k.py): the solo proposer holds one, every batch row
+    its own from the method's batch form, which drafts with the solo proposer's weights, and both
+    paths choose k through it."""
     from types import SimpleNamespace
 
     from specdec.proposers.draft import DraftState
-    from specdec.serving.batch.rows import Forks
+    from specdec.serving.batch.propose import Proposers
+    from specdec.serving.batch.rows import States
 
-    solo, forks = engine.proposers["draft"], Forks(engine.proposers)
-    row = forks.take("draft")
-    assert isinstance(solo.state, DraftState) and isinstance(row.state, DraftState)
-    assert row.state is not solo.state and row.model is solo.model  # own state, shared weights
-    assert row.runner is not solo.runner and row.runner.length == 0  # its own empty cache
-    forks.give("draft", row)
-    assert forks.take("draft") is row  # recycled when a row ends
-    assert forks.take("none") is engine.proposers["none"]  # no fork(): shared by every row
+    solo, forms = engine.proposers["draft"], Proposers(engine, 2, 64).batched
+    states = States(forms)
+    row = states.take("draft")
+    assert isinstance(solo.state, DraftState) and isinstance(row, DraftState) and row is not solo.state
+    assert forms["draft"].proposer is solo and solo.form.proposer is solo  # one proposer's weights
+    assert row.slot is None and row.ids == []  # no cache until it drafts
+    states.give("draft", row)
+    assert states.take("draft") is row  # recycled when a row ends
+    assert states.take("none") is None  # no batch form: no state, the proposer is shared
     st = DraftState()
     spec = SimpleNamespace(k="auto", confidence=None)
     ctx = SimpleNamespace(tokens=[1, 2], spec=spec, budget=50, k_max=4, target_ms=None)

@@ -5,11 +5,10 @@ committed text and hidden states, and each request's tokens and seeded samples e
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from specdec.core.config import GenerateSpec, SamplingParams
+from specdec.proposers.eagle import EagleState
 from specdec.serving.backend import Request
 from specdec.serving.batch import BatchBackend
 from tests.seeded import fixed_k
@@ -19,12 +18,10 @@ def _spec(method: str, n: int, temperature: float = 0.0, seed: int | None = None
     return GenerateSpec(method=method, max_new_tokens=n, sampling=SamplingParams(temperature, seed=seed), **kw)
 
 
-def _solo_eagle(engine):
-    """A fresh copy of the engine's EAGLE proposer with a cache of its own (the solo computation)."""
+def _solo_tree(engine, ctx):
+    """The engine's EAGLE tree for ``ctx`` on a fresh state of its own (the solo computation)."""
     base = engine.proposers["eagle"]
-    p = copy.copy(base)
-    p.kv, p.ids, p.fallback = base.decoder.new_kv(64), [], copy.deepcopy(base.fallback)
-    return p
+    return base.tree(ctx, EagleState(base.decoder.new_kv(64)))
 
 
 def test_eagle_rows_share_one_forward_per_level_and_grow_their_solo_trees(engine, prompts):
@@ -36,10 +33,10 @@ def test_eagle_rows_share_one_forward_per_level_and_grow_their_solo_trees(engine
         calls.append(len(slots))
         return forward(f, e, pos, at, slots, lens, groups)
 
-    def recorded(pairs):
-        drafts = propose(pairs)
-        if len(pairs) > 1:  # the batched path; keep what a solo proposer needs to redo each tree
-            seen.extend((list(ctx.tokens), ctx.hidden.clone(), ctx, d) for (_, ctx), d in zip(pairs, drafts))
+    def recorded(states, contexts):
+        drafts = propose(states, contexts)
+        if len(states) > 1:  # the batched path; keep what a solo proposer needs to redo each tree
+            seen.extend((list(ctx.tokens), ctx.hidden.clone(), ctx, d) for ctx, d in zip(contexts, drafts))
         return drafts
 
     batched._forward, batched.propose = counted, recorded
@@ -59,7 +56,7 @@ def test_eagle_rows_share_one_forward_per_level_and_grow_their_solo_trees(engine
     assert sorted(batched.free) == list(range(b.slots))  # every slot returned
     assert len(seen) >= 8
     for tokens, hidden, ctx, draft in seen:
-        ref = _solo_eagle(engine).propose(type(ctx)(tokens, ctx.spec, ctx.budget, ctx.k_max, None, hidden))
+        ref = _solo_tree(engine, type(ctx)(tokens, ctx.spec, ctx.budget, ctx.k_max, None, hidden))
         assert torch.equal(ref.tokens, draft.tokens) and ref.parents == draft.parents
 
 

@@ -218,7 +218,7 @@ def test_eagle_resynchronises_by_common_prefix() -> None:
         got = eagle.propose(_ctx(tokens[:n], hidden[: n - 1]))
         ref = make().propose(_ctx(tokens[:n], hidden[: n - 1]))
         assert got.parents == ref.parents and got.tokens.tolist() == ref.tokens.tolist(), n
-        assert eagle.kv.length == n - 1  # draft slots dropped
+        assert eagle.state.kv.length == n - 1 and eagle.state.ids == tokens[:n]  # draft slots dropped
     assert 1 <= got.n <= 10 and got.q is None
     assert all(got.parents[i] < i for i in range(got.n))
 

@@ -14,7 +14,7 @@ from specdec.core.proposer import Context
 from specdec.proposers import lookup_k
 from specdec.proposers.lookup import PromptLookup
 from specdec.proposers.lookup_k import PRIOR_V, PROBE_EVERY, CopyTracker, LookupAuto, choose_k, step_costs
-from specdec.serving.batch.rows import Forks
+from specdec.serving.batch.rows import States
 
 LINEAR = [1.0 + 0.07 * n for n in range(9)]  # a missed 8-token draft costs 1.56 plain steps
 
@@ -157,7 +157,7 @@ def test_misses_that_cost_more_than_they_give_fall_back_to_plain_with_probes() -
     assert auto.chose_plain == (ks[-1] == 0)
 
 
-def test_the_proposer_adapts_only_for_auto_and_the_batch_forks_it() -> None:
+def test_the_proposer_adapts_only_for_auto_and_a_batch_row_gets_a_state_of_its_own() -> None:
     lookup = PromptLookup()
     seq = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2]
     fixed = lookup.propose(Context(seq, GenerateSpec(method="lookup", k=8), budget=20, k_max=8))
@@ -166,12 +166,16 @@ def test_the_proposer_adapts_only_for_auto_and_the_batch_forks_it() -> None:
     lookup.auto.copies.accepted["fresh"] = [0.0] * 8  # measured: fresh matches never hold
     assert lookup.propose(Context(list(seq), GenerateSpec(method="lookup"), budget=20, k_max=8)).n == 0
     assert lookup.chose_plain
-    fork = Forks({"lookup": lookup}).take("lookup")
-    assert fork is not lookup and fork.auto is not lookup.auto and not fork.chose_plain
-    assert fork.auto.copies.alphas("fresh") == lookup.auto.copies.alphas("fresh")  # the measurements
-    assert fork.auto.copies._tokens is None and fork.auto.steps._last is None  # not the request
-    fork.auto.copies.accepted["fresh"][0] = 1.0
+    row = States({"lookup": lookup.form}).take("lookup")  # a batch row's state, from the batch form
+    assert row is not lookup.state and row.auto is not lookup.auto and not row.chose_plain
+    assert row.auto.copies.alphas("fresh") == lookup.auto.copies.alphas("fresh")  # the measurements
+    assert row.auto.copies._tokens is None and row.auto.steps._last is None  # not the request
+    assert row.grown is not lookup.state.grown  # its own index
+    row.auto.copies.accepted["fresh"][0] = 1.0
     assert lookup.auto.copies.accepted["fresh"][0] == 0.0
+    drafted = lookup.form.propose([row], [Context(list(seq), GenerateSpec(method="lookup", k=8), budget=20, k_max=8)])
+    assert drafted[0].tokens.tolist() == [3, 4, 5, 6, 7, 8, 9, 10] and row.grown.of is not None
+    assert lookup.chose_plain and lookup.state.grown.of is not row.grown.of  # the solo state untouched
 
 
 @pytest.mark.slow
@@ -206,7 +210,7 @@ def test_a_step_without_a_proposal_is_never_counted_as_auto_plain(engine, prompt
 
 @pytest.mark.slow
 @pytest.mark.parametrize("adaptive", [False, True])
-def test_lookup_rows_in_a_batch_adapt_on_their_own_forks_and_keep_the_tokens(engine, prompts, adaptive) -> None:
+def test_lookup_rows_in_a_batch_adapt_on_their_own_states_and_keep_the_tokens(engine, prompts, adaptive) -> None:
     """Each row's lookup adapts on its own copy; with the load policy its cap bounds the row's own
     choice (a cap of 0 is a step without a call, ``skip``); greedy tokens are plain decoding's."""
     from specdec.serving.backend import Request
@@ -219,10 +223,10 @@ def test_lookup_rows_in_a_batch_adapt_on_their_own_forks_and_keep_the_tokens(eng
         got = [[t for ev in h for t in ev.token_ids] for h in handles]
         want = [engine.generate(p, GenerateSpec(method="none", max_new_tokens=40)).tokens for p in prompts[3:7]]
         assert got == want
-        forks = b._forks.free["lookup"]
-        assert len(forks) == 3 and engine.proposers["lookup"] not in forks
-        assert len({id(f.auto) for f in forks}) == 3
-        assert adaptive or all(f.auto.steps.by_size for f in forks)  # each timed its own steps (the
+        states = b._states.free["lookup"]
+        assert len(states) == 3 and engine.proposers["lookup"].state not in states
+        assert len({id(s.auto) for s in states}) == 3
+        assert adaptive or all(s.auto.steps.by_size for s in states)  # each timed its own steps (the
         # policy may cap every step of a row at 0 in a shared forward: nothing of its own to time)
     finally:
         b.shutdown(10)

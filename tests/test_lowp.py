@@ -127,7 +127,7 @@ def test_the_draft_q_is_the_distribution_of_its_own_low_precision_logits(engine,
             lean.truncate(0)
             with torch.inference_mode():
                 logits = lean.forward(ids).float()
-            draft.ids = []
+            draft.state.forget()
             qs[p] = got.q[0]
             assert torch.equal(got.q[0], to_probs(logits, 1.0)), p  # exactly what it sampled from
         assert not torch.equal(qs["fp32"], qs[precision])  # the precision really changed q

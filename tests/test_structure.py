@@ -288,11 +288,14 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
     class EchoBatch:  # its batch form: every echo row of a step in one call
         catch_up_ms, calls = 0.0, 0
 
-        def propose(self, pairs):
-            self.calls += 1
-            return [Echo().propose(ctx) for _, ctx in pairs]
+        def new_state(self):
+            return None  # nothing per request
 
-        def release(self, row):
+        def propose(self, states, contexts):
+            self.calls += 1
+            return [Echo().propose(ctx) for ctx in contexts]
+
+        def release(self, state):
             pass
 
         def nbytes(self):
@@ -323,7 +326,7 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
 
     b = BatchBackend(twin, max_batch=2, max_queue=4)
     try:
-        assert set(b._proposers.batched) == {"echo"}
+        assert b._proposers.batched["echo"] is batch and set(b._proposers.batched) == {"echo", "lookup"}
         handles = [b.submit(Request(prompt, GenerateSpec(method="echo", max_new_tokens=24))) for _ in range(2)]
         assert all([t for ev in h for t in ev.token_ids] == base for h in handles)
         assert batch.calls > 0

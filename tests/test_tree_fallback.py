@@ -98,14 +98,14 @@ def test_plain_steps_keep_the_tokens(engine, prompts, method) -> None:
     prop = engine.proposers[method]
     spec = lambda m, k="auto": GenerateSpec(method=m, k=k, max_new_tokens=40, sampling=SamplingParams(temperature=0.0))
     want = engine.generate(prompts[1], spec("none")).tokens
-    saved = prop.fallback
-    prop.fallback = PlainFallback(probe_every=4)
-    prop.fallback.rates = lambda: (1.0, 50.0)  # a drafting step measured as 50 plain steps for 1 token
-    prop.fallback.sums[True][0] = 1.0
+    saved = prop.state.fallback  # the solo request's state (fallback.TreeState)
+    prop.state.fallback = fb = PlainFallback(probe_every=4)
+    fb.rates = lambda: (1.0, 50.0)  # a drafting step measured as 50 plain steps for 1 token
+    fb.sums[True][0] = 1.0
     try:
         res = engine.generate(prompts[1], spec(method))
     finally:
-        prop.fallback = saved
+        prop.state.fallback = saved
     assert res.tokens == want
     assert res.stats.auto_plain >= res.stats.steps // 2 > 0 and res.stats.drafted > 0  # probes draft
     fixed = engine.generate(prompts[1], spec(method, 4))

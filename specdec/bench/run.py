@@ -92,8 +92,9 @@ def cold(engine) -> None:
     prefixes.forget(engine.target)
     engine.target.reset()
     for prop in engine.proposers.values():
-        if hasattr(prop, "ids"):  # the draft model's and EAGLE's own caches follow ``ids``
-            prop.ids = []
+        forget = getattr(getattr(prop, "state", None), "forget", None)  # the draft model's and EAGLE's caches
+        if forget is not None:
+            forget()
         kept = getattr(prop, "kept", None)
         if kept is not None and hasattr(kept, "clear"):
             kept.clear()

@@ -11,17 +11,21 @@ Contract: importing this module loads no torch (the CLI's ``--help`` reads it). 
 - ``build``: the factory (or ``"module:function"`` naming one in ``specdec/proposers/factories.py``);
   ``make(res)`` calls it: the proposer for an engine's loaded ``Resources``, or None when what the method
   needs is not there (no draft model, no heads folder), in which case the engine does not offer it;
-- ``batch``: the batch form's factory, named the same way, or None (rows then propose one by one);
-  ``make_batch(proposer, slots, capacity)`` calls it: an object whose ``propose(pairs)`` drafts for
-  many rows at once (``(row, ctx)`` pairs, one ``Draft`` each), with ``release(row)``, ``nbytes()``
-  and ``catch_up_ms``, or None where the proposer has no batch form here (serving/batch/propose.py).
+- ``batch``: the batch form's factory, named the same way, or None (a proposer without per-request
+  state, shared by every row: rows then call its ``propose(ctx)``); ``make_batch(proposer, slots,
+  capacity)`` calls it: the method's one proposal, an object with ``new_state()`` (one request's
+  state: a batch row holds one, recycled when rows end), ``propose(states, contexts)`` (one
+  ``Draft`` per state; the solo proposer's ``propose(ctx)`` is its batch of one, on the solo
+  request's ``state``), ``release(state)`` (the row of ``state`` ended), ``nbytes()``,
+  ``catch_up_ms`` and optionally ``one_by_one`` (True: nothing shared, the batch proposes and times
+  each row apart) (serving/batch/propose.py, serving/batch/rows.py).
 ``k_max(method, k)`` is the one rule turning a request's k into the proposer's cap.
 ``preferred(available, order)`` picks a front end's default from what an engine offers:
 ``GENERATE_ORDER`` for generation (the draft model, whose fates teach the most; then the heads,
 then prompt lookup, which needs nothing trained: a model with no draft still speculates), ``COMPLETE_ORDER``
 for editor completion (prompt lookup: the fastest on code in docs/bench.md, and no second model).
-Adding a method is one entry here plus its proposer (and, to batch its model across rows, its
-batch form).
+Adding a method is one entry here plus its proposer (and, for per-request state or to batch its
+model across rows, its batch form).
 """
 
 from __future__ import annotations
@@ -127,6 +131,7 @@ METHODS: dict[str, Method] = {
             k_means=f"{TOKENS} (auto: adaptive, up to {LOOKUP_AUTO_K})",
             build="specdec.proposers.factories:lookup",
             adaptive=True,
+            batch="specdec.proposers.factories:batch_lookup",
         ),
         Method(
             name="medusa",

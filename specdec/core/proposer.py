@@ -19,14 +19,16 @@ after the target's prefill (``specdec/proposers/draft_warm.py``); a proposer wit
 Neither changes what ``propose`` returns for given tokens, only when the feeding is paid. Such a
 proposer may also keep its cache per document and offer ``drop_prefix(ids)`` (drop the kept cache
 of a closed document whose last prompt was ``ids``; the in-process backend calls it).
-A proposer with per-request state (a cache, an acceptance estimate, a run of plain steps) offers
-``fork()``: a proposer over the same weights with fresh state, which the batch gives each row
-(``serving/batch/rows.Forks``); a proposer without it is shared by every row.
+A proposer with per-request state (a cache, an acceptance estimate, a run of plain steps) keeps it
+apart from its weights, in a state object: it holds the solo request's (``proposer.state``), and
+its method's batch form (``Method.batch``, ``core/methods.py``) gives every batch row one of its own
+(``new_state()``) and drafts for many states at once (``propose(states, contexts)``); the solo
+``propose(ctx)`` is that call's batch of one. A proposer without state is shared by every row.
 
 Why settings travel in the context: one proposer object serves every request of an engine (it
-holds a model and caches), so nothing per request may be written onto it. Proposers keep only
-state that is a function of the committed tokens (caches, acceptance estimates), resynchronised by
-longest common prefix on every call: the engine never calls commit or rollback on them.
+holds a model), so nothing per request may be written onto it. Proposer states keep only what is a
+function of the committed tokens and past timings (caches, acceptance estimates), resynchronised
+by longest common prefix on every call: the engine never calls commit or rollback on them.
 """
 
 from __future__ import annotations

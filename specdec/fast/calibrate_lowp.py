@@ -62,19 +62,20 @@ def _draft_work(prop, ids: list[int]):
 
     def done():
         runner.truncate(0)
-        prop.ids = []
+        prop.state.forget()
 
     return work, done
 
 
 def _tree_work(prop, ctx: Context):
     def work():
-        d = prop._tree(ctx)
+        d = prop.tree(ctx)  # the solo request's tree on the solo state (no auto-k fallback)
         return (d.tokens.tolist(), tuple(d.parents))
 
     def done():
-        if hasattr(prop, "kv"):
-            prop.ids, prop.kv.length = [], 0
+        forget = getattr(prop.state, "forget", None)  # EAGLE's cache; Medusa's heads keep none
+        if forget is not None:
+            forget()
 
     return work, done
 

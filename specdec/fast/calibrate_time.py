@@ -136,7 +136,7 @@ def _draft(prop) -> dict[str, float]:
     out = {k: v / 3 for k, v in best_of(fns, samples=3).items()}
     for runner in prop.runners.values():
         runner.truncate(0)
-    prop.ids = []
+    prop.state.forget()
     return out
 
 
@@ -161,8 +161,7 @@ def _eagle(prop) -> dict[str, float]:
         dec.attend(f[:11], e[:11], torch.arange(11), cache, None)
         fns[name] = run(dec, cache)
     out = best_of(fns, samples=3)
-    prop.ids = []
-    prop.kv.length = 0
+    prop.state.forget()
     return out
 
 

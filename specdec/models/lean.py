@@ -35,8 +35,6 @@ check it against transformers and against EAGLE's training module to float toler
 
 from __future__ import annotations
 
-import copy
-
 import torch
 import torch.nn.functional as F
 
@@ -206,12 +204,6 @@ class LeanLlama:
     def fresh(self) -> tuple:
         """An empty cache of the same capacity (the live one is left as it is)."""
         return (torch.empty_like(self.k), torch.empty_like(self.v), 0)
-
-    def forked(self) -> LeanLlama:
-        """The same weights and tables with an empty cache of its own (a batch row's draft)."""
-        f = copy.copy(self)
-        f.k, f.v, f.length = torch.zeros_like(self.k), torch.zeros_like(self.v), 0
-        return f
 
     def restore(self, state: tuple) -> None:
         capacity = self.capacity

@@ -22,8 +22,11 @@ that drafting does not pay: ``fallback.ProbeBackoff``), and sets ``chose_plain``
 engine counts in the step stats (``Stats.auto_plain``): speculation is then never slower than
 plain decoding by more than the probes. ``plain_run`` counts one request's steps: a new request
 (another token list) starts it at 0, while alpha and c carry over (they describe the models and the
-machine). These live in one ``DraftState`` (``draft_k.py``), the proposer's own; a batch row holds
-its own one and the batch's forward (``batch_draft.py``) calls the same methods on it. The request's k
+machine). These live in one ``DraftState`` (``draft_k.py``), with the
+tokens its KV holds; the proposer holds the solo request's (``state``) and a batch row its own.
+``propose(ctx)`` is the batch of one: ``batch_draft.BatchDraft.propose([state], [ctx])`` through
+the proposer's own form (no slots), which runs ``chain``, the draft's own lean or transformers'
+forward on its own cache, exactly the single-request computation. The request's k
 (``ctx.spec.k``) and the registry's cap for auto (``ctx.k_max``) travel with each call.
 
 ``ctx.spec.confidence`` ends the chain early at a position where the draft's own top probability
@@ -34,7 +37,6 @@ knobs is in docs/bench.md.
 
 from __future__ import annotations
 
-import copy
 import time
 
 import torch
@@ -46,6 +48,7 @@ from specdec.core.tree import Draft
 from specdec.fast import lowp
 from specdec.models.lean import LeanLlama
 from specdec.models.prefixes import KeptStates
+from specdec.proposers.batch_draft import BatchDraft
 from specdec.proposers.draft_k import FIRST_K, PROBE_EVERY, AcceptanceTracker, DraftState, choose_k
 from specdec.proposers.draft_runner import HFRunner
 
@@ -70,14 +73,19 @@ class DraftModel:
             self.runners["lean"] = LeanLlama(model, capacity)
         self.runner = self.runners["lean" if "lean" in self.runners else "hf"]
         self.capacity, self.float_runners, self.weights = capacity, self.runners, "fp32"
-        self.ids: list[int] = []
         self.kept = KeptStates()  # the caches of other documents' prompts (models/prefixes.py's policy)
-        # the k rule's state (draft_k.py): acceptance, step time, the request's run of plain steps;
-        # a batch row holds one of its own (serving/batch/rows.py)
+        # the solo request's state (draft_k.py): its KV's tokens, acceptance, step time, run of plain
+        # steps; a batch row holds its own, and both draft through the one BatchDraft.propose
         self.state = DraftState()
+        self.live = self.state  # the state whose cache the runner holds (``chain``)
         self.vocab = vocab
+        self.form = BatchDraft(self, 0, 0)  # no slots: every state through the runner, as solo
 
-    # the state's fields, read (and step_ms set) by the engine's stats, the bench and tests
+    # the solo state's fields, read (and step_ms set) by the engine's stats, the bench and tests
+    @property
+    def ids(self) -> list[int]:
+        return self.state.ids
+
     @property
     def tracker(self) -> AcceptanceTracker:
         return self.state.tracker
@@ -97,13 +105,6 @@ class DraftModel:
     @property
     def chose_plain(self) -> bool:
         return self.state.chose_plain
-
-    def fork(self) -> DraftModel:
-        """A batch row's proposer: the same weights and forward, its own empty cache and k state
-        (it resynchronises by longest common prefix, so any fresh or recycled state is correct)."""
-        f = copy.copy(self)
-        f.runner, f.ids, f.state = self.runner.forked(), [], DraftState()
-        return f
 
     @property
     def lean(self) -> LeanLlama | None:
@@ -147,7 +148,7 @@ class DraftModel:
             raise ValueError(f"draft path {path!r} not available here: {', '.join(self.runners)}")
         self.runner = self.runners[path]
         self.runner.truncate(0)
-        self.ids = []
+        self.live.forget()  # other states' caches were the other runner's: ``_own`` starts them afresh
         self.kept.clear()  # states of the other path's cache
 
     def current_k(self, ctx: Context) -> int:
@@ -155,28 +156,45 @@ class DraftModel:
         measured alpha and cost ratio (4 until both are measured): ``DraftState.current_k``."""
         return self.state.current_k(ctx, self.verify_cost)
 
+    def _own(self, state: DraftState) -> None:
+        """Make the runner's cache ``state``'s: the live state's is set aside in that state, and
+        ``state``'s own (or a fresh one) restored. The solo request's state is always live unless a
+        batch drafts rows through this runner (a draft the ragged forward does not take)."""
+        if state is self.live:
+            return
+        self.live.cache = (self.runner, self.runner.state())
+        kept = state.cache
+        if kept is None or kept[0] is not self.runner:  # none yet, or the other path's
+            self.runner.restore(self.runner.fresh())
+            state.ids = []
+        else:
+            self.runner.restore(kept[1])
+        state.cache, self.live = None, state
+
     def _logits(self, tokens: list[int]) -> torch.Tensor:
         logits = self.runner.forward(tokens).float()
-        self.ids.extend(tokens)
+        self.live.ids.extend(tokens)
         return logits[: self.vocab] if self.vocab else logits
 
     def _resync(self, tokens: list[int]) -> tuple[torch.Tensor, int]:
-        """Bring the cache to ``tokens``; return the logits after the last one and how many
-        tokens had to be fed."""
-        self._switch(tokens)
-        keep = resync(self.ids, self.runner.length, tokens, len(tokens) - 1)  # 0 after an interrupted call
+        """Bring the live state's cache to ``tokens``; return the logits after the last one and how
+        many tokens had to be fed."""
+        if self.live is self.state:
+            self._switch(tokens)
+        st = self.live
+        keep = resync(st.ids, self.runner.length, tokens, len(tokens) - 1)  # 0 after an interrupted call
         self.runner.truncate(keep)
-        self.ids = self.ids[:keep]
+        st.ids = st.ids[:keep]
         return self._logits(tokens[keep:]), len(tokens) - keep
 
     def _switch(self, tokens: list[int]) -> None:
         """Continue from the kept cache of this prompt's document, if one is kept (``KeptStates``)."""
         live = self.runner.state()
-        valid = self.runner.length == len(self.ids)
-        ids, state = self.kept.choose(self.ids, live, valid, tokens, self.runner.fresh)
+        valid = self.runner.length == len(self.state.ids)
+        ids, state = self.kept.choose(self.state.ids, live, valid, tokens, self.runner.fresh)
         if state is not live:
             self.runner.restore(state)
-            self.ids = list(ids)
+            self.state.ids = list(ids)
 
     def drop_prefix(self, ids: list[int]) -> int:
         """Drop the kept caches of a closed document (its last prompt ``ids``; optional hook)."""
@@ -187,21 +205,27 @@ class DraftModel:
         common prefix, the last token always fed: it is the pending one)."""
         if not tokens:
             return 0
-        return len(tokens) - resync(self.ids, self.runner.length, tokens, len(tokens) - 1)
+        self._own(self.state)
+        return len(tokens) - resync(self.state.ids, self.runner.length, tokens, len(tokens) - 1)
 
     @torch.inference_mode()
     def catch_up(self, tokens: list[int]) -> int:
         """Bring the draft's cache to ``tokens`` now (the proposer interface's optional hook,
         ``proposers.base``; ``specdec/proposers/draft_warm.py`` calls it after the target's prefill), the
         same feeding ``propose`` does first; returns how many tokens were fed."""
+        self._own(self.state)
         return self._resync(tokens)[1] if tokens else 0
 
-    @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
-        k = self.state.begin(ctx, self.verify_cost)
+        """The solo request's draft: the batch of one (``BatchDraft.propose``, which runs ``chain``)."""
+        return self.form.propose([self.state], [ctx])[0]
+
+    def chain(self, state: DraftState, ctx: Context, k: int) -> Draft:
+        """Up to ``k`` (> 0) tokens for ``state`` (whose ``begin`` gave k) through the draft's own
+        forward and cache: the single-request computation, timed into ``state`` (called by the
+        form's ``propose``, under its inference mode)."""
+        self._own(state)
         confidence = ctx.spec.confidence
-        if k <= 0:
-            return Draft.empty()
         t0 = time.perf_counter()
         logits, fed = self._resync(ctx.tokens)
         t1 = time.perf_counter()
@@ -224,11 +248,8 @@ class DraftModel:
         # request feeds the prompt) is not a draft step, so it is left out of the timing
         start, forwards = (t0, steps + 1) if fed <= 2 else (t1, steps)
         if forwards:
-            self._time(time.perf_counter() - start, forwards)
-        self.state.end(ctx, xs)
+            state.timed(1000.0 * (time.perf_counter() - start) / max(1, forwards))
+        state.end(ctx, xs)
         if not xs:
             return Draft.empty()
         return Draft.chain(torch.tensor(xs, dtype=torch.long), None if greedy else torch.stack(qs))
-
-    def _time(self, seconds: float, forwards: int) -> None:
-        self.state.timed(1000.0 * seconds / max(1, forwards))

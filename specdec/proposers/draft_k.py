@@ -3,9 +3,9 @@
 Why: the draft model's weights and forwards serve every request, but its k rule reads state of a
 request or of a stream of them: the acceptance estimate, the draft's step time, the run of plain
 steps auto k chose and the request that run belongs to. The single-request proposer
-(``draft.DraftModel``) keeps one ``DraftState``; the batch (``batch_draft.BatchDraft``) keeps one
-per row, and both call the same three methods on it, so a row chooses k exactly as its solo run
-would (before, the batch code set these as attributes of a copied ``DraftModel``).
+(``draft.DraftModel``) keeps one ``DraftState``; every batch row holds its own, and both draft
+through the same ``batch_draft.BatchDraft.propose``, which calls the same three methods on it, so
+a row chooses k exactly as its solo run would (before, a batch row copied the whole proposer).
 
 Contract:
 - ``choose_k(alpha, c, k_max, plain_run)``: the k in [1, k_max] with the best expected speedup
@@ -17,8 +17,11 @@ Contract:
   the committed tokens (``remember`` a draft, ``observe`` the grown token list), ``alpha``.
 - ``DraftState()``: ``tracker``, ``step_ms`` (one draft forward, ms, a moving average; None until
   measured), ``plain_run`` (plain steps auto k chose in a row in this request), ``chose_plain``,
-  ``slot`` (a batch row's KV slot in ``BatchDraft``'s ragged cache, None outside it), ``probe``
-  (the probe schedule; it carries over requests, as the acceptance estimate does).
+  ``ids`` (the tokens its draft KV holds), ``slot`` (a batch row's KV slot in ``BatchDraft``'s
+  ragged cache, None outside it), ``cache`` (the draft runner's cache of a state that is not the
+  runner's live one, ``DraftModel.chain`` swaps them; None otherwise), ``probe`` (the probe
+  schedule; it carries over requests, as the acceptance estimate does); ``forget()``: its KV
+  holds nothing usable (the next call feeds every token).
   ``begin(ctx, verify_cost) -> k`` counts the last draft's outcome, starts a new request's plain
   run at 0 (another token list), and returns the request's k capped by the step's budget
   (``current_k``: a fixed k as given; auto: ``FIRST_K`` until alpha and c are measured, then
@@ -85,8 +88,13 @@ class DraftState:
         self.plain_run = 0
         self.chose_plain = False
         self.request: list[int] | None = None  # the token list the plain run belongs to
+        self.ids: list[int] = []  # the tokens its KV holds (the runner's cache, or its ragged slot)
         self.slot: int | None = None  # a batch row's KV slot in the batched draft (batch_draft.py)
+        self.cache = None  # (runner, its cache) while another state's cache is the runner's live one
         self.probe = ProbeBackoff()
+
+    def forget(self) -> None:
+        self.ids = []
 
     def current_k(self, ctx: Context, verify_cost: float) -> int:
         if ctx.spec.k != "auto":

@@ -9,7 +9,7 @@ exactness needs no row-exactness: q is whatever distribution its tokens were sam
 and every forward of this runner is a deterministic function of the tokens fed.
 
 Contract: ``QuantRunner(model, capacity, fmt)`` has ``draft_runner.HFRunner``'s interface (``length``,
-``state``/``fresh``/``restore``, ``truncate``, ``forked``, ``forward(tokens) -> logits after the last``), its
+``state``/``fresh``/``restore``, ``truncate``, ``forward(tokens) -> logits after the last``), its
 layers in ``fmt`` (``quant.FORMATS``, one of ``lean_target.ROW_EXACT``), its LM head in
 ``quant.HEAD[fmt]``; one-token forwards take the native loops where they are built (float32
 models). ``formats(model)``: the formats it can take for this model here ("fp32" excluded).

@@ -1,14 +1,12 @@
 """The draft model's transformers forward with a ``cache.py`` cache (any causal LM).
 
 Contract: ``HFRunner(model, capacity)``: ``length``, ``state``/``fresh``/``restore`` (the keep-warm
-policy swaps whole caches), ``truncate(n)``, ``forked()`` (same weights, an empty cache of its own:
-a batch row's draft), ``forward(tokens) -> logits after the last token``. Apart from draft.py so
-the 4-bit runner (``draft_quant.py``) reuses the cache handling without an import cycle.
+policy and ``DraftModel.chain`` swap whole caches), ``truncate(n)``, ``forward(tokens) -> logits
+after the last token``. Apart from draft.py so the 4-bit runner (``draft_quant.py``) reuses the
+cache handling without an import cycle.
 """
 
 from __future__ import annotations
-
-import copy
 
 import torch
 
@@ -40,12 +38,6 @@ class HFRunner:
 
     def truncate(self, n: int) -> None:
         kv.truncate(self.cache, n)
-
-    def forked(self) -> HFRunner:
-        """The same model with an empty cache of its own (a batch row's draft)."""
-        f = copy.copy(self)
-        f.cache = kv.new_cache(self.n_layers, 64)
-        return f
 
     def forward(self, tokens: list[int]) -> torch.Tensor:
         L = self.length

@@ -4,7 +4,8 @@ Contract: ``specdec/core/methods.py`` names these by string (``"specdec.proposer
 so the registry stays data and the algorithm layer imports no proposer. Each returns the proposer,
 or None when what the method needs is not there (no draft model, no heads folder); heads that exist
 but do not load raise ``ModelLoadError`` naming the folder. The ``batch_*`` ones build a method's
-batch form over its proposer's weights (``Method.make_batch``), or None where it has none here.
+batch form over its proposer's weights (``Method.make_batch``): the one ``propose(states,
+contexts)`` of the method, whose batch of one is the solo proposer's ``propose``.
 """
 
 from __future__ import annotations
@@ -62,17 +63,19 @@ def eagle(res: Resources):
 
 
 def batch_draft(proposer, slots: int, capacity: int):
-    """The ragged draft over every draft row, on the proposer's own lean weights (and precision)."""
-    from specdec.models.ragged import RaggedLlama
+    """The ragged draft over every draft row, on the proposer's own lean weights (and precision);
+    a draft the ragged forward does not take drafts its rows one by one on its own forward."""
     from specdec.proposers.batch_draft import BatchDraft
 
-    if not RaggedLlama.supports(proposer.model):
-        return None  # draft rows then draft one by one on their own forks
-    return BatchDraft(proposer.model, slots, capacity, proposer.vocab, proposer.lean)
+    return BatchDraft(proposer, slots, capacity)
+
+
+def batch_lookup(proposer, slots: int, capacity: int):
+    return proposer.form  # no model: each row's state is searched on its own (lookup.LookupRows)
 
 
 def batch_medusa(proposer, slots: int, capacity: int):
-    from specdec.proposers.batch_draft import BatchMedusa
+    from specdec.proposers.medusa.batch import BatchMedusa
 
     return BatchMedusa(proposer)
 

@@ -36,6 +36,10 @@ Contract:
   plain steps' mean) so that one stalled step (a descheduled process) does not stand for many;
   ``skip()`` says a step of this request ran without a call (a batch's cap of 0), so the interval,
   which holds two steps, is not recorded.
+- ``TreeState()``: one request's state for a tree method (Medusa's ``MedusaState``, EAGLE's
+  ``EagleState`` with its cache besides): its ``fallback`` (a ``PlainFallback``) and ``chose_plain``.
+  The solo proposer holds one (``proposer.state``) and every batch row its own, recycled when rows
+  end, so the rates and the probe schedule span the requests that state serves.
 """
 
 from __future__ import annotations
@@ -142,3 +146,14 @@ class PlainFallback:
     def skip(self) -> None:
         if self._last is not None:
             self._last = self._last[:3] + (None,)
+
+
+class TreeState:
+    """One request's auto-k state for a tree method: see the module docstring."""
+
+    def __init__(self) -> None:
+        self.fallback = PlainFallback()
+
+    @property
+    def chose_plain(self) -> bool:
+        return self.fallback.chose_plain

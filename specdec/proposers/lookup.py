@@ -11,9 +11,12 @@ With ``k = "auto"`` (``ctx.k_max`` is then the registry's cap, 8) the draft is t
 those tokens, k in [0, cap] chosen each step from measured per-position acceptance and measured
 step costs (``lookup_k.py``); k = 0 is a plain step auto k chose (``chose_plain``, which the
 engine counts in ``Stats.auto_plain``). An explicit k drafts the whole match up to k, as always.
-``skip(tokens)`` tells auto k that a step of the request ran without a call (a batch row whose
-load policy capped k at 0). The measurements live on this object, so one proposer per engine
-carries them across requests; a batch row gets its own copy (``specdec/serving/batch/rows.py``).
+``skip()`` tells auto k that a step of the request ran without a call (a batch row whose load
+policy capped k at 0). The measurements live in a ``LookupState``: the proposer holds the solo
+request's (``state``), so one proposer per engine carries them across requests, and a batch row
+gets its own, a copy of the measurements so far (``new_state``). ``propose(ctx)`` is the batch of
+one: the batch form (``LookupRows.propose(states, contexts)``) drafts each state with
+``draft(state, ctx)``, which the solo ``propose`` calls on its state directly.
 
 The search runs on an int64 copy of the request's tokens that grows by what was appended since
 the last call (``Grown``), not on a fresh conversion of the whole list every step: a step's lookup
@@ -21,8 +24,6 @@ is pure overhead when nothing matches, so it must stay small against a plain ste
 """
 
 from __future__ import annotations
-
-import copy
 
 import numpy as np
 import torch
@@ -56,34 +57,79 @@ class Grown:
         return self.arr[:n]
 
 
+class LookupState:
+    """One request's lookup state: auto k's measurements (``LookupAuto``), the int64 copy of its
+    tokens (``Grown``) and whether its last step was a plain one auto k chose."""
+
+    def __init__(self, auto: LookupAuto | None = None) -> None:
+        self.auto = auto if auto is not None else LookupAuto()
+        self.grown = Grown()
+        self.chose_plain = False
+
+    def skip(self) -> None:
+        """A step of the request ran without a call (a batch row capped at 0)."""
+        self.auto.skip()
+
+
 class PromptLookup:
     name = "lookup"
 
     def __init__(self) -> None:
-        self.auto = LookupAuto()
-        self.chose_plain = False
-        self.grown = Grown()
+        self.state = LookupState()  # the solo request's; a batch row holds its own (new_state)
+        self.form = LookupRows(self)
+
+    @property
+    def auto(self) -> LookupAuto:
+        return self.state.auto
+
+    @property
+    def chose_plain(self) -> bool:
+        return self.state.chose_plain
+
+    def new_state(self) -> LookupState:
+        """A batch row's state: auto k's measurements so far (a copy), no request yet, its own index."""
+        return LookupState(self.state.auto.carried())
 
     def propose(self, ctx: Context) -> Draft:
-        self.chose_plain = False
+        """The solo request's draft: the batch of one (``LookupRows.propose`` is ``draft`` per state;
+        called directly here, a step's lookup being pure overhead when nothing matches)."""
+        return self.draft(self.state, ctx)
+
+    def draft(self, state: LookupState, ctx: Context) -> Draft:
+        """One request's draft from its state (the string search and auto k)."""
+        state.chose_plain = False
         budget = min(ctx.k_max or ctx.budget, ctx.budget)
         if budget <= 0:
             return Draft.empty()
         s = ctx.spec
-        cont = find_continuation(self.grown.view(ctx.tokens), s.ngram_max, s.ngram_min, budget, ctx.corpus)
+        cont = find_continuation(state.grown.view(ctx.tokens), s.ngram_max, s.ngram_min, budget, ctx.corpus)
         if s.k == "auto":
-            cont = cont[: self.auto.choose(ctx, cont)]
-            self.auto.drafted(len(cont))
-            self.chose_plain = self.auto.chose_plain
+            cont = cont[: state.auto.choose(ctx, cont)]
+            state.auto.drafted(len(cont))
+            state.chose_plain = state.auto.chose_plain
         if not cont:
             return Draft.empty()
         return Draft.chain(torch.tensor(cont, dtype=torch.long))
 
-    def skip(self, tokens: list[int]) -> None:
-        self.auto.skip()
 
-    def fork(self) -> PromptLookup:
-        """A batch row's proposer: auto k's measurements so far, no request yet, its own index."""
-        f = copy.copy(self)
-        f.auto, f.chose_plain, f.grown = self.auto.fork(), False, type(self.grown)()
-        return f
+class LookupRows:
+    """Lookup's batch form (``core/methods.py``): no model to share, so each row's state is
+    searched on its own (``one_by_one``: the batch proposes and times each row apart)."""
+
+    catch_up_ms = 0.0
+    one_by_one = True
+
+    def __init__(self, lookup: PromptLookup) -> None:
+        self.lookup = lookup
+
+    def new_state(self) -> LookupState:
+        return self.lookup.new_state()
+
+    def propose(self, states: list[LookupState], contexts: list) -> list[Draft]:
+        return [self.lookup.draft(state, ctx) for state, ctx in zip(states, contexts)]
+
+    def release(self, state: LookupState) -> None:
+        pass
+
+    def nbytes(self) -> int:
+        return 0

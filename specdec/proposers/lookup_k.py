@@ -31,7 +31,7 @@ Contract:
   row drafts that best k, so its cost stays measured.
 - ``LookupAuto``: the state of one proposer object. ``choose(ctx, cont) -> k`` for a match offering
   ``cont`` (empty: no match, a plain step that is not auto k's choice); ``drafted(n)`` after it;
-  ``chose_plain``; ``skip()`` (a step ran without a call); ``fork()`` (a batch row's copy: the
+  ``chose_plain``; ``skip()`` (a step ran without a call); ``carried()`` (a batch row's copy: the
   measurements, no request). Acceptance and costs carry across requests (they describe the text
   and the machine); the run of plain steps and the remembered continuations belong to one request
   (a new token list starts them afresh; the old request's continuations are scored first).
@@ -173,7 +173,7 @@ class LookupAuto:
     def skip(self) -> None:
         self.steps.skip()
 
-    def fork(self) -> LookupAuto:
+    def carried(self) -> LookupAuto:
         f = copy.copy(self)
         f.steps = copy.copy(self.steps)
         f.steps.sums = copy.deepcopy(self.steps.sums)

@@ -3,5 +3,6 @@
 from specdec.proposers.eagle.decode import EagleDecoder
 from specdec.proposers.eagle.layer import KV, EagleLayer
 from specdec.proposers.eagle.proposer import Eagle
+from specdec.proposers.eagle.state import EagleState
 
-__all__ = ["Eagle", "EagleDecoder", "EagleLayer", "KV"]
+__all__ = ["KV", "Eagle", "EagleDecoder", "EagleLayer", "EagleState"]

@@ -6,22 +6,24 @@ row, a batch of R EAGLE rows pays R times that per step. Here each of those forw
 every EAGLE row (``lean_rows.ragged_layer``, the fused layer body the batch target runs), and the LM
 head reads all rows' features at once.
 
-Contract: ``BatchEagle(eagle, slots, capacity)`` (``eagle`` the engine's ``Eagle``) keeps the
-layer's keys/values for ``slots`` rows, ``[slots, heads, capacity + MARGIN, head_dim]``, allocated
-at the first EAGLE row. A row takes a slot the first time it drafts: its own ``Eagle`` fork
-(``rows.Forks``) then keeps its cache on the slot's views (``SlotKV``, ``Eagle.attach``; ``detach``
-when the row ends; ``Eagle.slot`` names it), so the fork's ``ids`` and
-``kv.length`` stay the one record of what the slot holds. ``propose(pairs)`` takes ``(row, ctx)``
-pairs and returns one ``Draft`` per pair:
-- one pair: the fork's own ``propose`` (the single-request computation on the slot's views: a batch
-  of one drafts as fast as solo and with its floats);
-- more: per row, ``Eagle.propose``'s rule (the fork's plain fallback for auto k, the budget, the
-  resync by longest common prefix, ``Growth`` for the tree, ``Eagle.cut`` for the cut), with
-  ONE forward feeding every row's new pairs, then ONE forward per level over the growing rows'
-  frontier nodes, each node seeing its row's committed slots, its ancestors and itself.
+Contract: ``BatchEagle(eagle, slots, capacity)`` (``eagle`` the engine's ``Eagle``: the shared
+weights and settings) keeps the layer's keys/values for ``slots`` rows, ``[slots, heads, capacity +
+MARGIN, head_dim]``, allocated at the first EAGLE row. ``new_state()`` is a row's ``EagleState``
+(``state.py``); a state without a cache takes a slot the first time it drafts and keeps its cache on
+the slot's views (``SlotKV``) until ``release(state)``, so the state's ``ids`` and ``kv.length``
+stay the one record of what the slot holds. ``propose(states, contexts)`` returns one ``Draft`` per
+state and is THE EAGLE proposal: the solo ``Eagle.propose(ctx)`` is
+``propose([eagle.state], [ctx])`` (the solo state has a cache of its own and never takes a slot).
+Per state: auto k's plain fallback (``state.fallback``), the budget, then
+- one state left to draft: ``Eagle.tree``, the single-request computation on that state's cache
+  (a batch of one, and the solo request, draft as fast as solo and with its floats);
+- more: per row ``Eagle.tree``'s rule (the resync by longest common prefix, ``Growth`` for the
+  tree, ``Eagle.cut`` for the cut), with ONE forward feeding every row's new pairs, then ONE
+  forward per level over the growing rows' frontier nodes, each node seeing its row's committed
+  slots, its ancestors and itself.
 ``catch_up_ms``: the last call's time feeding more than ``SHORT`` pairs to a row at once (a
 newcomer's prompt, a run of plain steps): no draft-node cost, left out of the load policy's propose
-cost as ``BatchDraft.catch_up_ms`` is. ``release(row)`` frees the row's slot.
+cost as ``BatchDraft.catch_up_ms`` is.
 Exactness: the draft is deterministic (q = None), so each row's output distribution is the target's
 whatever its tree; batched kernels may round differently from solo and so, on a near-tie, change a
 row's tree (never its greedy tokens): docs/batching.md.
@@ -36,6 +38,7 @@ import torch
 from specdec.core.tree import Draft
 from specdec.models.lean_rows import SHORT, Group, ragged_layer, slot_view
 from specdec.proposers.eagle.growth import Growth
+from specdec.proposers.eagle.state import EagleState
 
 MARGIN = 64  # slots past the context for the tree's nodes (depth x beam of them at most)
 
@@ -62,89 +65,88 @@ class BatchEagle:
     def nbytes(self) -> int:
         return 0 if self.k is None else 2 * self.k.numel() * self.k.element_size()
 
-    def _attach(self, row) -> int:
-        if row.proposer.slot is None:
+    def new_state(self) -> EagleState:
+        """A batch row's state: no cache until its first drafting step gives it a slot."""
+        return EagleState()
+
+    def _slot(self, state: EagleState) -> None:
+        if state.kv is None:
             if self.k is None:
                 self.k = torch.zeros(self.shape, dtype=self.dec.dtype, device=self.dec.device)
                 self.v = torch.zeros_like(self.k)
-            s = self.free.pop()
-            row.proposer.attach(SlotKV(self.k[s], self.v[s]), s)
-        return row.proposer.slot
+            state.slot = s = self.free.pop()
+            state.kv, state.ids = SlotKV(self.k[s], self.v[s]), []
 
-    def release(self, row) -> None:
-        s = getattr(row.proposer, "slot", None)  # an EAGLE row's slot (Eagle.attach); other rows have none
-        if s is not None:
-            self.free.append(s)
-            row.proposer.detach(MARGIN)
+    def release(self, state: EagleState) -> None:
+        """The row of ``state`` ended: its slot is free (the state keeps its fallback's rates)."""
+        if state.slot is not None:
+            self.free.append(state.slot)
+            state.kv, state.slot, state.ids = None, None, []
 
     @torch.inference_mode()
-    def propose(self, pairs: list) -> list[Draft]:
+    def propose(self, states: list[EagleState], contexts: list) -> list[Draft]:
         self.catch_up_ms = 0.0
-        for row, _ in pairs:
-            self._attach(row)
-        if len(pairs) == 1:
-            row, ctx = pairs[0]
-            return [row.proposer.propose(ctx)]
-        drafts: list[Draft | None] = [None] * len(pairs)
+        drafts: list[Draft] = [Draft.empty()] * len(states)
         todo = []
-        for i, (row, ctx) in enumerate(pairs):
-            p = row.proposer
-            budget = min(p.nodes, ctx.budget, ctx.k_max or p.nodes)
-            if p.fallback.plain(ctx):
-                drafts[i] = Draft.empty()  # the slot catches up by LCP at the next drafting step
-            elif budget <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
-                drafts[i] = Draft.empty()
-                p.fallback.drafted(0)
-            else:
-                todo.append((i, row, ctx, budget))
-        if todo:
-            for (i, row, _, budget), g in zip(todo, self._grow(todo)):
-                drafts[i] = d = row.proposer.cut(g.tok, g.par, g.score, budget)
-                row.proposer.fallback.drafted(d.n)
+        for i, (state, ctx) in enumerate(zip(states, contexts)):
+            self._slot(state)
+            if state.fallback.plain(ctx):
+                continue  # the cache catches up by LCP at the next drafting step
+            budget = min(self.eagle.nodes, ctx.budget, ctx.k_max or self.eagle.nodes)
+            if budget > 0 and ctx.hidden is not None and len(ctx.hidden) > 0:
+                todo.append((i, state, ctx, budget))
+        if len(todo) == 1:  # the single-request computation, on the state's own cache or slot
+            i, state, ctx, _ = todo[0]
+            drafts[i] = self.eagle.tree(ctx, state)
+        elif todo:
+            for (i, _, _, budget), g in zip(todo, self._grow(todo)):
+                drafts[i] = self.eagle.cut(g.tok, g.par, g.score, budget)
+        for i, state, _, _ in todo:
+            state.fallback.drafted(drafts[i].n)
         return drafts
 
     def _grow(self, todo: list) -> list[Growth]:
         t0 = time.perf_counter()
-        roots, ms, long_ = self._sync([(row, ctx) for _, row, ctx, _ in todo])
+        roots, ms, long_ = self._sync([(state, ctx) for _, state, ctx, _ in todo])
         if long_:
             self.catch_up_ms = 1000 * (time.perf_counter() - t0)
-        ps = [row.proposer for _, row, _, _ in todo]
+        e = self.eagle
         growths = [Growth(roots[j], m) for j, m in enumerate(ms)]
-        lp, idx = self._top(roots, ps)
+        lp, idx = self._top(roots)
         for j, g in enumerate(growths):
-            g.start(lp[j, : ps[j].top_k], idx[j, : ps[j].top_k])
-        for d in range(1, max(p.depth for p in ps)):
-            live = [j for j, g in enumerate(growths) if d < ps[j].depth and g.next(ps[j].beam, ps[j].floor)]
+            g.start(lp[j], idx[j])
+        for d in range(1, e.depth):
+            live = [j for j, g in enumerate(growths) if g.next(e.beam, e.floor)]
             if not live:
                 break
-            slots = [todo[j][1].proposer.slot for j in live]
+            slots = [todo[j][1].slot for j in live]
             out, spans = self._level([growths[j] for j in live], slots, d)
-            lp, idx = self._top(out, [ps[j] for j in live])
+            lp, idx = self._top(out)
             for j, (a, n) in zip(live, spans):
-                growths[j].grown(out[a : a + n], lp[a : a + n, : ps[j].top_k], idx[a : a + n, : ps[j].top_k])
+                growths[j].grown(out[a : a + n], lp[a : a + n], idx[a : a + n])
         return growths
 
-    def _top(self, feats: torch.Tensor, ps: list) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.eagle.logp(feats).topk(max(p.top_k for p in ps), dim=-1)
+    def _top(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.eagle.logp(feats).topk(self.eagle.top_k, dim=-1)
 
     def _sync(self, pairs: list) -> tuple[torch.Tensor, list[int], bool]:
         """Feed every row's pairs not yet cached in ONE forward: the roots [R, H], each row's m, and
         whether some row fed more than ``SHORT`` pairs (a catch-up)."""
         dev = self.dec.device
         starts, fs, es, slots = [], [], [], []
-        for row, ctx in pairs:
-            valid, f, e = row.proposer.pending(ctx.tokens, ctx.hidden)
+        for state, ctx in pairs:
+            valid, f, e = self.eagle.pending(state, ctx.tokens, ctx.hidden)
             starts.append(valid)
             fs.append(f)
             es.append(e)
-            slots.append(row.proposer.slot)
+            slots.append(state.slot)
         lens = [f.shape[0] for f in fs]
         at = torch.cat([torch.arange(s, s + n, device=dev) for s, n in zip(starts, lens)])
         groups = _causal_groups(slots, starts, lens, dev)
         out = self._forward(torch.cat(fs), torch.cat(es), at, at, slots, lens, groups)
         ms = []
-        for (row, ctx), s, n in zip(pairs, starts, lens):
-            row.proposer.kv.length, row.proposer.ids = s + n, list(ctx.tokens)
+        for (state, ctx), s, n in zip(pairs, starts, lens):
+            state.kv.length, state.ids = s + n, list(ctx.tokens)
             ms.append(s + n)
         last = torch.tensor(lens, device=dev).cumsum(0) - 1
         return out[last], ms, max(lens) > SHORT

@@ -3,9 +3,12 @@
 Contract: ``Eagle(layer, embed, lm_head, vocab)`` holds the trained ``EagleLayer`` and the
 target's own (frozen) input embedding and LM head (the ``packed.Linear`` the target hands over,
 ``Target.head``, whose packed copy the target's own step reads; or an ``nn.Linear`` or a weight).
-It keeps a KV cache of its layer over the pairs (f_j, x_{j+1}) of the committed text, f_j being
-the target's last hidden state at position j (``ctx.hidden``), resynchronised by longest common
-prefix on every call (no commit or rollback hooks). ``propose(ctx)``:
+These and the tree's settings are shared by every request; what follows one request is an
+``EagleState`` (``state.py``): a KV cache of the layer over the pairs (f_j, x_{j+1}) of its committed
+text, f_j being the target's last hidden state at position j (``ctx.hidden``), resynchronised by
+longest common prefix on every call (no commit or rollback hooks), and auto k's fallback. The
+proposer holds the solo request's (``state``); ``propose(ctx)`` is the batch of one through its form
+(``batch.BatchEagle.propose([state], [ctx])``), which runs ``tree(ctx, state)`` for one state:
 
 1. feeds the pairs not yet cached; the output at the last pair (f_t, pending token) is the
    predicted feature f_{t+1}, whose LM-head distribution proposes depth 1;
@@ -27,7 +30,7 @@ A draft vocabulary (``draft_vocab.json`` in the folder: FR-Spec, ``proposers/voc
 restricts the LM head to the tokens that carry most text; ``set_vocab`` changes it.
 
 With k = "auto" a step is plain whenever the measured rates say the tree does not pay
-(``proposers/fallback.py``; ``chose_plain`` feeds ``Stats.auto_plain``).
+(``proposers/fallback.py``, the state's ``fallback``; ``chose_plain`` feeds ``Stats.auto_plain``).
 
 The draft is deterministic (q = None): tokens are a function of the committed text only, so the
 shared verifier keeps the target's distribution exactly at every temperature.
@@ -35,7 +38,6 @@ shared verifier keeps the target's distribution exactly at every temperature.
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 
@@ -47,10 +49,11 @@ from specdec.core.tree import Draft
 from specdec.fast import lowp
 from specdec.models import packed as P
 from specdec.proposers import vocab_subset
+from specdec.proposers.eagle.batch import BatchEagle
 from specdec.proposers.eagle.decode import EagleDecoder, EagleReference
 from specdec.proposers.eagle.growth import Growth
 from specdec.proposers.eagle.layer import EagleLayer
-from specdec.proposers.fallback import PlainFallback
+from specdec.proposers.eagle.state import EagleState
 from specdec.proposers.vocab_subset import SubsetHead
 
 
@@ -85,25 +88,10 @@ class Eagle:
         self.vocab = vocab
         self.nodes, self.depth, self.beam, self.top_k, self.node_cost = nodes, depth, beam, top_k, node_cost
         self.expand_min = expand_min
-        self.kv = self.decoder.new_kv(capacity)
-        self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
-        self.ids: list[int] = []  # tokens whose pairs fill kv slots [0, len(ids) - 1)
-        self.slot: int | None = None  # a batch row's slot in BatchEagle's cache (attach), None solo
-
-    def attach(self, kv, slot: int) -> None:
-        """Draft on ``kv`` (a batch row's slot ``slot`` of ``BatchEagle``'s cache) from now on."""
-        self.kv, self.ids, self.slot = kv, [], slot
-
-    def detach(self, capacity: int) -> None:
-        """Back to a cache of its own (``capacity`` positions) when the batch row ends."""
-        self.kv, self.ids, self.slot = self.decoder.new_kv(capacity), [], None
-
-    def fork(self) -> Eagle:
-        """A batch row's proposer: the same layer and heads, its own empty KV (a batch row drafts on
-        a ``BatchEagle`` slot, ``eagle/batch.py``; this one serves a batch of one)."""
-        f = copy.copy(self)
-        f.detach(64)
-        return f
+        # the solo request's state (its KV, the tokens it holds, auto k's fallback: state.py); a
+        # batch row holds its own, and both draft through the batch form's one propose (batch.py)
+        self.state = EagleState(self.decoder.new_kv(capacity))
+        self.form = BatchEagle(self, 0, 0)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -114,7 +102,7 @@ class Eagle:
         if path not in self.decoders:
             raise ValueError(f"eagle path {path!r} not available: {', '.join(self.decoders)}")
         self.decoder = self.decoders[path]
-        self.ids, self.kv.length = [], 0
+        self.state.forget()
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -164,51 +152,52 @@ class Eagle:
         logits = head(feats)
         return torch.log_softmax((logits[..., : self.vocab] if self.vocab else logits).float(), -1)
 
-    def pending(self, tokens: list[int], hidden: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
-        """The pairs of ``tokens`` not yet cached, from the first invalid one: (valid, f, e), f and e
-        [m - valid, H] (m = len(tokens) - 1; never empty: the last pair is always refed for its
-        output); the cache is cut to ``valid``. ``specdec/proposers/eagle/batch.py`` feeds many rows' at once."""
+    def pending(self, state: EagleState, tokens: list[int], hidden: torch.Tensor) -> tuple[int, torch.Tensor, ...]:
+        """The pairs of ``tokens`` not yet in ``state``'s cache, from the first invalid one: (valid,
+        f, e), f and e [m - valid, H] (m = len(tokens) - 1; never empty: the last pair is always
+        refed for its output); the cache is cut to ``valid``. ``batch.py`` feeds many rows' at once."""
         m = len(tokens) - 1  # pairs j = 0..m-1: (f_j, x_{j+1}); the last is (f_t, pending)
         # pair j is valid while tokens[: j + 2] agree
-        valid = max(0, resync(self.ids, self.kv.length + 1, tokens, m) - 1)
-        self.kv.length = valid
+        valid = max(0, resync(state.ids, state.kv.length + 1, tokens, m) - 1)
+        state.kv.length = valid
         dev = self.embed.device
         f = hidden[valid:m].to(device=dev, dtype=self.embed.dtype)
         e = self.embed[torch.tensor(tokens[valid + 1 : m + 1], device=dev)]
         return valid, f, e
 
-    def _sync(self, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
+    def _sync(self, state: EagleState, tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """Cache the pairs of ``tokens``; return the predicted feature after the last one."""
-        valid, f, e = self.pending(tokens, hidden)
-        out = self.decoder.attend(f, e, torch.arange(valid, len(tokens) - 1, device=f.device), self.kv, None)
-        self.ids = list(tokens)
+        valid, f, e = self.pending(state, tokens, hidden)
+        out = self.decoder.attend(f, e, torch.arange(valid, len(tokens) - 1, device=f.device), state.kv, None)
+        state.ids = list(tokens)
         return out[-1]
 
     @property
     def chose_plain(self) -> bool:
-        return self.fallback.chose_plain
+        """Whether the solo request's last step was a plain one auto k chose (``Stats.auto_plain``)."""
+        return self.state.chose_plain
+
+    def propose(self, ctx: Context) -> Draft:
+        """The solo request's draft: the batch of one (``BatchEagle.propose``, which runs ``tree``)."""
+        return self.form.propose([self.state], [ctx])[0]
 
     @torch.inference_mode()
-    def propose(self, ctx: Context) -> Draft:
-        if self.fallback.plain(ctx):
-            return Draft.empty()  # the layer's cache catches up by LCP at the next drafting step
-        draft = self._tree(ctx)
-        self.fallback.drafted(draft.n)
-        return draft
-
-    def _tree(self, ctx: Context) -> Draft:
+    def tree(self, ctx: Context, state: EagleState | None = None) -> Draft:
+        """One request's tree on its own cache (``state``, by default the solo request's): the
+        computation a batch of one runs; the batch's form grows many rows' trees together."""
+        state = state or self.state
         budget = min(self.nodes, ctx.budget, ctx.k_max or self.nodes)
         if budget <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()
-        root = self._sync(ctx.tokens, ctx.hidden)
-        m = self.kv.length
+        root = self._sync(state, ctx.tokens, ctx.hidden)
+        m = state.kv.length
         try:
-            tok, par, score = self._grow(root, m, budget)
+            tok, par, score = self._grow(state.kv, root, m)
         finally:
-            self.kv.length = m  # drop the draft slots
+            state.kv.length = m  # drop the draft slots
         return self.cut(tok, par, score, budget)
 
-    def _grow(self, root: torch.Tensor, m: int, budget: int):
+    def _grow(self, kv, root: torch.Tensor, m: int):
         """Candidates as flat lists: token, parent candidate index (-1 = root), log value."""
         g = Growth(root, m)
         g.start(*self.logp(root).topk(self.top_k))
@@ -216,9 +205,9 @@ class Eagle:
             if not g.next(self.beam, self.floor):
                 break
             f, toks, pos, own = g.inputs(d)
-            L, n, dev = self.kv.length, len(toks), self.embed.device
+            L, n, dev = kv.length, len(toks), self.embed.device
             e = self.embed[torch.tensor(toks, device=dev)]
-            out = self.decoder.attend(f, e, torch.full((n,), pos, device=dev), self.kv, g.mask(own, L + n, dev))
+            out = self.decoder.attend(f, e, torch.full((n,), pos, device=dev), kv, g.mask(own, L + n, dev))
             g.grown(out, *self.logp(out).topk(self.top_k, dim=-1))
         return g.tok, g.par, g.score
 

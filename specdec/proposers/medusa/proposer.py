@@ -8,7 +8,10 @@ token (``ctx.hidden[-1]``), takes each head's top-R tokens, and returns the tree
 ``(r_1, ..., r_d)`` holding head d's rank-r_d token, cut to the first ``budget`` nodes in tree
 order (depth, then rank: still a valid tree), and to ``ctx.k_max`` nodes when the request sets k.
 With k = "auto" a step is plain whenever the measured rates say the tree does not pay
-(``proposers/fallback.py``; ``chose_plain`` feeds ``Stats.auto_plain``).
+(``proposers/fallback.py``; ``chose_plain`` feeds ``Stats.auto_plain``). That fallback is the one
+per-request state (``batch.MedusaState``): the proposer holds the solo request's (``state``), and
+``propose(ctx)`` is the batch of one through the batch form (``batch.BatchMedusa``), which runs
+``tree(ctx)`` for one request and the heads batched over many.
 The draft is deterministic (q = None), so the
 shared verifier accepts exactly and the output is the target's distribution at every
 temperature; the tokens never depend on the verifier's random numbers. Decoding reads the heads'
@@ -31,7 +34,7 @@ from specdec.core.tree import Draft
 from specdec.fast import lowp
 from specdec.models import packed as P
 from specdec.proposers import vocab_subset
-from specdec.proposers.fallback import PlainFallback
+from specdec.proposers.medusa.batch import BatchMedusa, MedusaState
 from specdec.proposers.medusa.heads import MedusaHeads
 from specdec.proposers.medusa.paths import load_paths, tree_order
 
@@ -53,7 +56,8 @@ class Medusa:
         self.vocab = vocab
         self.vocab_ids: torch.Tensor | None = None  # a draft vocabulary (set_vocab), None: all tokens
         self._full = [proj for _, proj in self._pairs]
-        self.fallback = PlainFallback()  # auto k may choose a plain step (fallback.py)
+        self.state = MedusaState()  # the solo request's auto-k fallback; a batch row holds its own
+        self.form = BatchMedusa(self)  # the one proposal, for the solo request too (batch.py)
         self.set_paths(paths)
 
     @classmethod
@@ -110,15 +114,12 @@ class Medusa:
 
     @property
     def chose_plain(self) -> bool:
-        return self.fallback.chose_plain
+        """Whether the solo request's last step was a plain one auto k chose (``Stats.auto_plain``)."""
+        return self.state.chose_plain
 
-    @torch.inference_mode()
     def propose(self, ctx: Context) -> Draft:
-        if self.fallback.plain(ctx):
-            return Draft.empty()
-        draft = self._tree(ctx)
-        self.fallback.drafted(draft.n)
-        return draft
+        """The solo request's draft: the batch of one (``BatchMedusa.propose``, which runs ``tree``)."""
+        return self.form.propose([self.state], [ctx])[0]
 
     def head_logits(self, h: torch.Tensor, deepest: int) -> torch.Tensor:
         """Heads 1..deepest on h [..., H] -> [..., deepest, V]; tied heads in one LM-head product."""
@@ -127,7 +128,9 @@ class Medusa:
             return pairs[0][1](torch.stack([h + F.silu(block(h)) for block, _ in pairs], -2))
         return torch.stack([proj(h + F.silu(block(h))) for block, proj in pairs], -2)
 
-    def _tree(self, ctx: Context) -> Draft:
+    @torch.inference_mode()
+    def tree(self, ctx: Context) -> Draft:
+        """One request's tree (the computation a batch of one runs; ``batch.py`` batches many)."""
         n = min(self.n_nodes, ctx.budget, ctx.k_max or self.n_nodes)
         if n <= 0 or ctx.hidden is None or len(ctx.hidden) == 0:
             return Draft.empty()  # a one-token prompt has no hidden state yet: a plain step

@@ -2,16 +2,20 @@
 
 Contract: ``Proposers(engine, slots, capacity)`` builds the batch form of every method the engine
 offers whose registry entry names one (``Method.make_batch``, ``core/methods.py``; no method name
-appears here): today ``BatchDraft`` for ``draft`` when the draft model takes the ragged lean path
-(else draft rows use their own fork), batched heads for ``medusa`` and ``BatchEagle`` for ``eagle``
-(one layer forward per tree level over all its rows). ``propose(rows, target, context)``
-gives every row (``rows.Row``) its draft for this step (``Row.drafted``) and returns the rows whose
-proposer failed, with the error; the others are ready for the scoring forward. Rows of a method
-without a batch form (``none``, ``lookup``: a string search) propose one by one;
-a row whose step drafts nothing without a call (its k capped at 0) tells its proposer (``skip``).
+appears here): today ``BatchDraft`` for ``draft`` (one ragged forward per drafting position over
+all its rows where the draft takes it), ``BatchMedusa`` (the heads batched), ``BatchEagle`` (one
+layer forward per tree level over all its rows) and ``LookupRows`` (a string search per row). Each
+form's ``propose(states, contexts)`` is its method's one proposal, the solo proposer's batch of one;
+``batched[method].new_state()`` gives a row its state (``rows.States``).
+``propose(rows, target, context)`` gives every row (``rows.Row``) its draft for this step
+(``Row.drafted``) and returns the rows whose proposer failed, with the error; the others are ready
+for the scoring forward. Rows of a method without a batch form (``none``) call the shared
+proposer's ``propose(ctx)``; a row whose step drafts nothing without a call (its k capped at 0)
+tells its state (``skip``, where the state has one: lookup's auto k times its steps).
 A batched group shares its time: each row's ``t_propose`` is the group's time over its size (what
-``adapt.LoadPolicy`` charges per row), less a long catch-up (``catch_up_ms``: the step's total).
-``release(row)`` returns a leaving row's draft and EAGLE slots.
+``adapt.LoadPolicy`` charges per row), less a long catch-up (``catch_up_ms``: the step's total); a
+form that shares nothing (``one_by_one``) proposes and times each row apart.
+``release(row)`` returns a leaving row's slots to its form (the state itself goes back to ``States``).
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ class Proposers:
                 self.batched[name] = batched
 
     def release(self, row) -> None:
-        for batched in self.batched.values():
-            batched.release(row)
+        form = self.batched.get(row.spec.method)
+        if form is not None and row.state is not None:
+            form.release(row.state)
 
     def nbytes(self) -> int:
         return sum(b.nbytes() for b in self.batched.values())
@@ -56,6 +61,8 @@ class Proposers:
                 elif ctx is None:
                     _skip(row)
                     row.drafted(Draft.empty(), asked=False)
+                elif method in self.batched and getattr(self.batched[method], "one_by_one", False):
+                    row.drafted(self.batched[method].propose([row.state], [ctx])[0])
                 elif method in self.batched:
                     groups[method].append((row, ctx))
                 else:
@@ -71,13 +78,14 @@ class Proposers:
 
     @staticmethod
     def _group(pairs: list, fn, failed: list, catch_up=lambda: 0.0) -> None:
-        """``fn`` over the group; each row's share of its time, less a long catch-up (``catch_up()``
-        ms: feeding a newcomer's prompt or the tokens of a run of plain steps is no draft-token cost,
-        as ``proposers/draft.py`` times it solo; the load policy would otherwise see drafting
-        priced by the plain steps before it and keep choosing plain)."""
+        """``fn`` (a form's ``propose(states, contexts)``) over the group; each row's share of its
+        time, less a long catch-up (``catch_up()`` ms: feeding a newcomer's prompt or the tokens of a
+        run of plain steps is no draft-token cost, as ``proposers/draft.py`` times it solo; the load
+        policy would otherwise see drafting priced by the plain steps before it and keep choosing
+        plain)."""
         t0 = time.perf_counter()
         try:
-            drafts = fn(pairs)
+            drafts = fn([row.state for row, _ in pairs], [ctx for _, ctx in pairs])
         except Exception as e:  # noqa: BLE001 - these rows fail, never the batch
             for row, _ in pairs:
                 _failed(failed, row, e)
@@ -88,10 +96,10 @@ class Proposers:
 
 
 def _skip(row) -> None:
-    """A step without a call: a proposer that times its steps (lookup's auto k) is told."""
-    skip = getattr(row.proposer, "skip", None)
+    """A step without a call: a state that times its steps (lookup's auto k) is told."""
+    skip = getattr(row.state, "skip", None)
     if skip is not None:
-        skip(row.tokens)
+        skip()
 
 
 def _failed(failed: list, row, e: Exception) -> None:

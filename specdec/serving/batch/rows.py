@@ -10,9 +10,10 @@ path in its slot, pieces, stats and the event), so a row's tokens and events are
 run whatever shares the batch (up to the float rounding
 discussed in docs/batching.md). Under the load policy's cap a chain row with k "auto" drafts the
 cap (``spec_for``).
-``Forks`` hands each row a proposer of its own for methods that keep state (the draft model's
-KV cache and its k rule's ``DraftState``, EAGLE's KV, prompt lookup's auto-k measurements and the
-request they follow), so rows never make each other resynchronise; stateless ones are shared.
+Every row shares its method's proposer (the engine's: weights, settings) and holds its own
+per-request ``state`` from the method's batch form (``States``: the draft model's ``DraftState``,
+EAGLE's ``EagleState`` with its KV, Medusa's ``MedusaState``, prompt lookup's ``LookupState``), so
+rows never make each other resynchronise; a method without a batch form has no state (None).
 """
 
 from __future__ import annotations
@@ -48,22 +49,23 @@ class BatchStepEvent(StepEvent):
         return {**super().to_dict(), "batch": dict(self.batch)}
 
 
-class Forks:
-    """Per-row proposers: one that keeps per-request state offers ``fork()`` (``core/proposer.py``),
-    and each row gets a fork, recycled when rows end; the others are shared by every row."""
+class States:
+    """Per-row proposer state: a method whose registry entry names a batch form gives each row a
+    state of its own (``form.new_state()``), recycled when rows end, so what a state measures (a
+    draft's step time and acceptance, auto k's rates and probe schedule) carries over the requests
+    it serves, as the solo proposer's own state does; a method without one gives None."""
 
-    def __init__(self, proposers: dict) -> None:
-        self.proposers, self.free = proposers, {name: [] for name in proposers}
+    def __init__(self, forms: dict) -> None:
+        self.forms, self.free = forms, {name: [] for name in forms}
 
     def take(self, method: str):
-        base = self.proposers[method]
-        if not hasattr(base, "fork"):
-            return base
-        return self.free[method].pop() if self.free[method] else base.fork()
+        if method not in self.forms:
+            return None
+        return self.free[method].pop() if self.free[method] else self.forms[method].new_state()
 
-    def give(self, method: str, proposer) -> None:
-        if proposer is not self.proposers[method]:
-            self.free[method].append(proposer)
+    def give(self, method: str, state) -> None:
+        if state is not None and method in self.free:
+            self.free[method].append(state)
 
 
 def row_probs(rows: list, logits: list) -> dict[int, torch.Tensor]:
@@ -92,8 +94,9 @@ def row_probs(rows: list, logits: list) -> dict[int, torch.Tensor]:
 class Row:
     handle: Any
     ids: list[int]
-    proposer: Any
+    proposer: Any  # the method's proposer, shared by every row of the method
     slot: int
+    state: Any = None  # this request's proposer state (``States``), None for a stateless method
     prefilled: bool = False
     tokens: list[int] = field(default_factory=list)
     produced: int = 0
@@ -164,13 +167,10 @@ class Row:
         """This step's draft (``propose_ms``: this row's share of a batched proposal's time;
         ``asked``: the proposer was called, so an empty draft may be its auto k choosing plain)."""
         self.draft = draft
-        self.chose_plain = asked and draft.n == 0 and bool(getattr(self.proposer, "chose_plain", False))
+        src = self.proposer if self.state is None else self.state
+        self.chose_plain = asked and draft.n == 0 and bool(getattr(src, "chose_plain", False))
         self.t_propose = 1000 * (time.perf_counter() - self.t_begin) if propose_ms is None else propose_ms
         return self.tokens[-1], draft
-
-    def propose(self, hidden: torch.Tensor, context: int) -> tuple[int, Draft]:
-        ctx = self.context(hidden, context)
-        return self.drafted(Draft.empty(), asked=False) if ctx is None else self.drafted(self.proposer.propose(ctx))
 
     def finish(self, engine, target, logits: torch.Tensor, score_ms: float, rows: int, p) -> StepEvent:
         """Steps 3-5 for this row: ``specdec.core.step.finish``, the single-request loop's own code,

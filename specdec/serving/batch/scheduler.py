@@ -46,7 +46,7 @@ from specdec.serving.backend import Capabilities, Handle, Limits
 from specdec.serving.batch.adapt import LoadPolicy
 from specdec.serving.batch.memory import plan_slots
 from specdec.serving.batch.propose import Proposers
-from specdec.serving.batch.rows import Forks, Row
+from specdec.serving.batch.rows import Row, States
 from specdec.serving.batch.steps import Steps
 from specdec.serving.queue_front import QueueFront
 
@@ -89,8 +89,8 @@ class BatchBackend(Steps, QueueFront):
         t = engine.target
         self._target = BatchTarget(t.model, self.slots, self.capacity, t.vocab, lean=t.lean, head=t.head)
         self._target.use(t.path)  # the forward calibration chose for the solo path (specdec/fast/calibrate.py)
-        self._forks = Forks(engine.proposers)
         self._proposers = Proposers(engine, self.slots, self.capacity)
+        self._states = States(self._proposers.batched)  # each row's proposer state, from its method's form
         self._loaded.set()
 
     # -- what the engine offers (the rest is QueueFront's) -----------------------------------------
@@ -160,7 +160,8 @@ class BatchBackend(Steps, QueueFront):
         while self._queue and len(self.rows) < self.slots:
             handle = self._queue.popleft()
             method = handle.request.spec.method
-            row = Row(handle, handle._ids, self._forks.take(method), len(self.rows))
+            proposer = self._engine.proposers[method]
+            row = Row(handle, handle._ids, proposer, len(self.rows), self._states.take(method))
             self.rows.append(row)
             handle._begin()
 
@@ -191,8 +192,8 @@ class BatchBackend(Steps, QueueFront):
                 self.rows.remove(last)
                 self.rows.insert(row.slot, last)
             self._target.free(len(self.rows))
-        self._forks.give(row.spec.method, row.proposer)
         self._proposers.release(row)
+        self._states.give(row.spec.method, row.state)
         if not row.handle.ended:
             row.handle._end(stop, error)
         self._forget(row.handle)
