@@ -9,8 +9,12 @@ engine's own counters summed over the prompts
 (``Stats.total``: alpha_per_position, conditional alpha, tau), tokens/s (all tokens / all
 seconds) and how many prompts gave exactly ``none``'s tokens. ``write_cards(model, result)`` adds
 it as ``heldout_engine`` to ``assets/<model>/<kind>/card.json`` and its README. Run as
-``python -m specdec.training.chat_measure [--limit N] [--max-new N]``. Speeds on a shared CPU are
-rough; the acceptance figures do not depend on the machine.
+``python -m specdec.training.chat_measure [--limit N] [--max-new N] [--auto-k]``. Speeds on a shared
+CPU are rough; the acceptance figures do not depend on the machine. Each method drafts with a fixed
+k (``FIXED_K``: the draft 4 tokens, the trees up to 16 nodes, the most k allows), so the figures are the
+module's acceptance: with k = "auto" (``--auto-k``) the engine's probe backoff
+(``proposers/fallback.py``) runs plain steps wherever drafting does not pay, and the few probes left
+say little about the module.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ import time
 from pathlib import Path
 
 DIRS = {"draft": "draft", "medusa": "medusa", "eagle": "eagle"}
+FIXED_K = {"draft": 4, "medusa": 16, "eagle": 16}  # the trees: 16 nodes, the most k allows (config.parse_k)
 
 
-def measure(model: str, prompts: Path, methods: list[str], max_new: int = 96, limit: int = 6) -> dict:
+def measure(
+    model: str, prompts: Path, methods: list[str], max_new: int = 96, limit: int = 6, auto_k: bool = False
+) -> dict:
     from specdec.catalog.resolve import resolve
     from specdec.core.config import GenerateSpec, SamplingParams
     from specdec.core.events import Stats
@@ -38,7 +45,8 @@ def measure(model: str, prompts: Path, methods: list[str], max_new: int = 96, li
     texts = [render(engine.tokenizer, [{"role": "user", "content": r["prompt"]}]) for r in rows]
     out, ref = {}, None
     for method in ["none"] + [m for m in methods if m != "none"]:
-        spec = GenerateSpec(method=method, max_new_tokens=max_new, sampling=SamplingParams(0.0))
+        k = "auto" if auto_k else FIXED_K.get(method, "auto")
+        spec = GenerateSpec(method=method, k=k, max_new_tokens=max_new, sampling=SamplingParams(0.0))
         engine.generate(texts[0], GenerateSpec(method=method, max_new_tokens=8))  # warm-up
         stats, toks, secs = [], [], 0.0
         for text in texts:
@@ -53,6 +61,7 @@ def measure(model: str, prompts: Path, methods: list[str], max_new: int = 96, li
             "tokens_per_s": round(sum(map(len, toks)) / secs, 2),
             "tokens": sum(map(len, toks)),
             "identical_to_none": sum(a == b for a, b in zip(toks, ref)),
+            "k": k,
             **{k: total.get(k) for k in ("alpha_per_position", "conditional_alpha_per_position", "tau", "alpha")},
         }
         print(method, json.dumps(out[method]), flush=True)
@@ -87,9 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="draft,medusa,eagle")
     p.add_argument("--max-new", type=int, default=96)
     p.add_argument("--limit", type=int, default=6)
+    p.add_argument("--auto-k", action="store_true", help='k = "auto" (default: a fixed k per method, FIXED_K)')
     p.add_argument("--json", type=Path, default=None, help="also write the result here")
     a = p.parse_args(argv)
-    res = measure(a.model, a.prompts, a.methods.split(","), a.max_new, a.limit)
+    res = measure(a.model, a.prompts, a.methods.split(","), a.max_new, a.limit, a.auto_k)
     if a.json:
         a.json.write_text(json.dumps(res, indent=2) + "\n")
     write_cards(a.model, res)
