@@ -37,10 +37,61 @@ def test_every_evaluation_and_heldout_prompt_is_guarded():
 def test_a_line_cut_by_a_kill_is_dropped_and_appends_go_on(tmp_path):
     f = tmp_path / "answers.jsonl"
     f.write_text(json.dumps({"id": 0, "completion_ids": [1, 2]}) + "\n" + '{"id": 1, "compl')
-    s = magpie.Store(tmp_path)
+    assert magpie.Store(tmp_path).answered == {0: 2} and not f.read_text().endswith("\n")  # a reader
+    s = magpie.Store(tmp_path, write=True)
     assert s.answered == {0: 2} and f.read_text().endswith("\n")
     s.add_answer({"id": 1, "completion_ids": [3]})
     assert magpie.Store(tmp_path).answered == {0: 2, 1: 1} and s.tokens() == 3
+
+
+def test_a_second_writer_on_the_same_folder_is_refused(tmp_path):
+    """Two runs appending to one folder gave two prompts one id (2026-12-06, a Ctrl-C that did not
+    stop the first run): the folder is now locked while a run holds it."""
+    first = magpie.Store(tmp_path, write=True)
+    with pytest.raises(RuntimeError, match="another self-distillation run"):
+        magpie.Store(tmp_path, write=True)
+    assert magpie.Store(tmp_path).tokens() == 0  # reading (``meta``) is allowed meanwhile
+    first._writer.close()
+    magpie.Store(tmp_path, write=True)  # free again once the first run has ended
+
+
+class _Handle(list):
+    def __init__(self, tokens, stop):
+        super().__init__(SimpleNamespace(token_ids=[t]) for t in tokens)
+        self.stop = stop
+
+
+def test_an_answer_cut_by_shutdown_or_cancel_is_raised_never_returned():
+    from specdec.training import magpie_engines
+
+    def ours(stop):
+        return magpie_engines.Ours(SimpleNamespace(submit=lambda r: _Handle([5, 6], stop)), None)
+
+    assert ours("eos").answer([1, 2], 8) == ([5, 6], True)
+    assert ours("length").answer([1, 2], 2) == ([5, 6], False)
+    for stop in ("shutdown", "cancelled", "error"):
+        with pytest.raises(magpie_engines.Interrupted, match=stop):
+            ours(stop).answer([1, 2], 8)
+
+
+def test_one_failing_task_stops_the_others():
+    """Ctrl-C or an error in one task: the rest stop taking prompts and the run returns."""
+    import threading
+    import time
+
+    stop, ran = threading.Event(), []
+
+    def task(gen):
+        ran.append(1)
+        if len(ran) == 2:
+            raise ValueError("boom")
+        while not stop.is_set():
+            time.sleep(0.01)
+
+    t0 = time.time()
+    with pytest.raises(ValueError, match="boom"):
+        magpie._drive(task, None, 3, stop)
+    assert stop.is_set() and time.time() - t0 < 5
 
 
 def test_user_turns_worth_answering():

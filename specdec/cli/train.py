@@ -270,5 +270,5 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         default="shipped",
         help="draft/medusa/eagle: train on the target's answers to --prompts (shipped), or on the set "
         "`specdec train --model NAME data` made (magpie: the shipped prompts and the target's own, "
-        "answered by llama.cpp; default: shipped)",
+        "answered greedily by --engine's choice; default: shipped)",
     )

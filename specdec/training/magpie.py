@@ -32,7 +32,7 @@ import json
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from tqdm import tqdm
@@ -96,17 +96,24 @@ def good_user_turn(text: str, stopped: bool) -> bool:
 
 
 class Store:
-    """The two append-only files and what they already hold."""
+    """The two append-only files and what they already hold. ``write=True`` (a run) takes the
+    folder's lock and trims a line cut by a kill; a reader (``meta``) only skips such a line."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, write: bool = False) -> None:
         folder.mkdir(parents=True, exist_ok=True)
+        self._writer = _one_writer(folder) if write else None
         self.prompts_f, self.answers_f = folder / "prompts.jsonl", folder / "answers.jsonl"
-        self.prompts = _read(self.prompts_f)
-        self.answered = {a["id"]: len(a["completion_ids"]) for a in _read(self.answers_f)}
+        self.prompts = _read(self.prompts_f, write)
+        self.answered = {a["id"]: len(a["completion_ids"]) for a in _read(self.answers_f, write)}
         self.lock = threading.Lock()
 
     def tokens(self) -> int:
         return sum(self.answered.values())
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()  # the lock goes with it
+            self._writer = None
 
     def add_prompt(self, row: dict) -> None:
         with self.lock:
@@ -119,14 +126,30 @@ class Store:
             _append(self.answers_f, row)
 
 
-def _read(path: Path) -> list[dict]:
-    """Whole lines only: a line cut by a kill is dropped from the file (its prompt is redone)."""
+def _one_writer(folder: Path):
+    """Hold an exclusive lock on ``folder/.lock`` for this process's life: two runs appending to
+    the same files would give two prompts one id. A second run is refused with the reason."""
+    import fcntl
+
+    f = (folder / ".lock").open("a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise RuntimeError(f"another self-distillation run is writing {folder}; stop it first (or wait)") from None
+    return f
+
+
+def _read(path: Path, trim: bool) -> list[dict]:
+    """Whole lines only: a line cut by a kill is skipped, and dropped from the file when ``trim``
+    (the writer's own read; its prompt is redone)."""
     if not path.exists():
         return []
     text = path.read_text()
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
-        path.write_text(text)
+        if trim:
+            path.write_text(text)
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
@@ -155,7 +178,7 @@ def run(
     ``engine`` "specdec" (our batch backend on ``target``'s folder) or "llamacpp" (``gguf``)."""
     from specdec.training.selfdistill import render
 
-    store = Store(folder)
+    store = Store(folder, write=True)
     guard = Guard(heldout_texts())
     for row in store.prompts:
         guard.allows(row["prompt"])  # already kept: later duplicates are dropped
@@ -168,7 +191,7 @@ def run(
     prefix = tok(user_prefix(tok), add_special_tokens=False)["input_ids"]
     eot = tok.eos_token or "<|im_end|>"
     seeds = iter(range(1 + max((r["seed"] or 0) for r in store.prompts) if store.prompts else 0, 1 << 62))
-    gate, t0, made0 = threading.Lock(), time.time(), store.tokens()
+    gate, stop, t0, made0 = threading.Lock(), threading.Event(), time.time(), store.tokens()
     bar = tqdm(total=tokens, initial=made0, desc="self-distillation answers", unit="tok", dynamic_ncols=True)
 
     def answer_row(gen, row: dict) -> None:
@@ -178,7 +201,7 @@ def run(
         bar.update(len(comp))
 
     def task(gen) -> None:
-        while store.tokens() < tokens:
+        while not stop.is_set() and store.tokens() < tokens:
             with gate:
                 row = todo.pop() if todo else None
                 seed = next(seeds) if row is None else None
@@ -195,10 +218,12 @@ def run(
         opened = magpie_engines.ours(target, parallel, threads)
     else:
         opened = magpie_engines.llamacpp(gguf, folder, parallel, threads, max_new, eot)
-    with opened as gen, ThreadPoolExecutor(parallel) as pool:
-        for f in [pool.submit(task, gen) for _ in range(parallel)]:
-            f.result()
-    bar.close()
+    try:
+        with opened as gen:
+            _drive(task, gen, parallel, stop)
+    finally:
+        bar.close()
+        store.close()
     meta = {
         **counts(store),
         "max_new_tokens": max_new,
@@ -209,6 +234,24 @@ def run(
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta
+
+
+def _drive(task, gen, parallel: int, stop: threading.Event) -> None:
+    """Run ``parallel`` tasks until they end. On Ctrl-C (or a task's error) the others stop taking
+    new prompts; leaving the engine's context then ends the requests in flight, whose partial
+    answers are never written (``magpie_engines.Interrupted``), so a re-run resumes cleanly."""
+    pool = ThreadPoolExecutor(parallel)
+    try:
+        futures = [pool.submit(task, gen) for _ in range(parallel)]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in done:
+            f.result()  # the first error, raised here
+    except KeyboardInterrupt:
+        print("\nself-distillation: stopped; answers in flight are dropped. Re-run the same command to resume.")
+        raise
+    finally:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def meta(folder: Path) -> dict:

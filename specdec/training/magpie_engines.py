@@ -25,6 +25,10 @@ TOP_P_USER = 0.95
 USER_MAX = 120  # tokens: a longer request is cut and dropped (not "stopped")
 
 
+class Interrupted(RuntimeError):
+    """A request ended by the engine's shutdown (Ctrl-C): its partial text must not be kept."""
+
+
 class Ours:
     def __init__(self, backend, tok) -> None:
         self.backend, self.tok = backend, tok
@@ -32,11 +36,12 @@ class Ours:
     def _run(self, ids: list[int], spec) -> tuple[list[int], str | None]:
         from specdec.serving.backend import Request
 
-        out, stop = [], None
-        for ev in self.backend.submit(Request(list(ids), spec)):
+        handle, out = self.backend.submit(Request(list(ids), spec)), []
+        for ev in handle:
             out += ev.token_ids
-            stop = ev.stop or stop
-        return out, stop
+        if handle.stop not in ("eos", "length", "context"):  # shutdown (Ctrl-C), cancelled
+            raise Interrupted(f"request ended by {handle.stop}")
+        return out, handle.stop
 
     def user_turn(self, prefix_ids: list[int], seed: int) -> tuple[str, bool]:
         from specdec.core.config import GenerateSpec, SamplingParams
