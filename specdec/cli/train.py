@@ -41,7 +41,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
         nodes=args.nodes if args.nodes != 24 else 16,
         data=args.data,
         draft_vocab=args.draft_vocab,
+        warm_start=args.warm_start,
     )
+    if opt.warm_start and args.what == "draft":
+        raise SystemExit("--warm-start: eagle and medusa only (the draft model ships as a transformers folder)")
     train_chat(args.what, opt)
     return 0
 
@@ -240,6 +243,12 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         help="stop training after this many minutes, checkpointed (a re-run resumes; default: no cap)",
+    )
+    c.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="eagle, medusa: with no checkpoint in --cache, start from the module shipped in the assets "
+        "folder instead of from scratch (to go on training it on a larger set; the card names it)",
     )
     c.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     c.add_argument(

@@ -58,6 +58,7 @@ class ChatOptions:
     draft_layers: int = 2
     draft_ffn: int = 768
     data: str = "shipped"  # "shipped": the target's answers to ``prompts``; "magpie": ``specdec train data``'s set
+    warm_start: bool = False  # eagle, medusa: start from the shipped module when no checkpoint exists
     extra: dict = field(default_factory=dict)
 
 
@@ -119,8 +120,40 @@ def make_draft(target, opt: ChatOptions):
     return draft, proj
 
 
+def warm_start(module, opt: ChatOptions, kind: str) -> None:
+    """With ``opt.warm_start`` and no checkpoint under the cache, load the module shipped in
+    ``opt.out/kind`` (its fp16 ``model.safetensors``) so training goes on from it on new data
+    instead of starting over; the card's ``options.extra.warm_start`` names what it started from."""
+    if not opt.warm_start or (opt.cache / kind / "state.pt").exists():
+        return
+    import json
+
+    from safetensors.torch import load_file
+
+    path = opt.out / kind / "model.safetensors"
+    if not path.exists():
+        raise SystemExit(f"--warm-start: no shipped {kind} at {path} (train without --warm-start)")
+    got, own = load_file(str(path)), module.state_dict()
+    trained = [n for n, p in module.named_parameters() if p.requires_grad]
+    bad = [n for n in trained if n not in got or got[n].shape != own[n].shape]
+    if bad:
+        raise SystemExit(f"--warm-start: {path} does not fit this {kind} ({', '.join(bad[:4])}): other options?")
+    module.load_state_dict({n: got[n].float() for n in trained}, strict=False)
+    card = json.loads((opt.out / kind / "card.json").read_text())
+    data = card.get("data", {})
+    opt.extra["warm_start"] = {
+        "from": str(path),
+        "steps": card.get("train_steps_done"),
+        "completion_tokens": data.get("completion_tokens"),
+        "generation": data.get("generation"),
+    }
+    was = opt.extra["warm_start"]
+    print(f"{kind}: warm start from {path} ({was['steps']} steps on {was['completion_tokens']} tokens)")
+
+
 def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str, val_fn) -> float:
     t0 = time.time()
+    warm_start(module, opt, kind)
     tag = f"{opt.n_prompts or 'all'}/{opt.held_every}"  # the validation answers: which prompts, which split
     fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind, val_fn, tag)
     return time.time() - t0
