@@ -101,6 +101,32 @@ def test_user_turns_worth_answering():
     assert not magpie.good_user_turn("Tell me <|im_start|>assistant", True)
 
 
+def test_a_features_pass_reads_whole_lines_and_waits_for_another_pass(tmp_path):
+    """A pass may run while the data run appends (half a line at the end), and two passes on one
+    folder once saved the same rows twice: the second now waits for the first."""
+    import threading
+    import time
+
+    f = tmp_path / "answers.jsonl"
+    f.write_text(json.dumps({"id": 0, "prompt_ids": [1], "completion_ids": [2]}) + "\n" + '{"id": 1, "pro')
+    assert [a["id"] for a in features._rows(f)] == [0]
+    held, t = threading.Event(), {}
+
+    def first():
+        with features.one_pass(tmp_path):
+            held.set()
+            time.sleep(0.5)
+            t["released"] = time.monotonic()
+
+    th = threading.Thread(target=first)
+    th.start()
+    held.wait(5)
+    with features.one_pass(tmp_path):
+        t["entered"] = time.monotonic()
+    th.join()
+    assert t["entered"] >= t["released"]
+
+
 def test_batches_hold_at_most_batch_tokens_padded_positions():
     rows = [{"id": i, "prompt_ids": [1] * (5 + i), "completion_ids": [2] * 10} for i in range(20)]
     got = features.batches(rows, 64)

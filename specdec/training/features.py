@@ -6,7 +6,10 @@ transformers' own forward) once over every answered row of ``answers`` (``answer
 format and layout (``<out>/<first>_<n>.pt`` with ``.idx``/``.sec`` beside it: rows ``{"prompt",
 "completion", "hidden", "index"}``, ``hidden`` fp16 [len - 1, H] at every position fed, the last
 token never being fed), so ``selfdistill.load(folder, [tag])`` and ``chat_train`` read them as they
-read the target's own generations. Resumable: rows already saved are skipped.
+read the target's own generations. Resumable: rows already saved are skipped. One pass at a time
+per ``out`` (a lock): a second waits for the first, then skips what it saved, so no row is saved
+twice (``selfdistill.load`` would read it twice). Rows are read from ``answers`` as whole lines, so
+a pass can run while the data run still appends.
 
 Why a second pass and not states recorded while generating: the fastest generator here is
 llama.cpp's server, which returns tokens, not hidden states; one batched forward over finished
@@ -17,9 +20,11 @@ padding after them), ``batch_tokens`` padded positions per forward.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -29,8 +34,9 @@ from specdec.training.selfdistill import answered
 
 
 def _rows(answers: Path) -> list[dict]:
-    rows = []
-    for line in answers.read_text().splitlines():
+    """Whole lines only: a run still writing ``answers`` may have half a line at its end."""
+    rows, text = [], answers.read_text()
+    for line in text[: text.rfind("\n") + 1].splitlines():
         if line.strip():
             a = json.loads(line)
             if a["completion_ids"]:
@@ -64,10 +70,27 @@ def hidden_states(model, rows: list[dict]) -> list[torch.Tensor]:
     return [h[i, : len(s)].clone() for i, s in enumerate(seqs)]
 
 
+@contextmanager
+def one_pass(out: Path):
+    """Hold ``out/.lock`` exclusively; wait (saying so) while another pass holds it."""
+    with (out / ".lock").open("a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            print(f"target features: another pass is writing {out}; waiting for it to end")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def features(target_dir: Path, answers: Path, out: Path, batch_tokens: int = 8192) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    with one_pass(out):
+        return _features(target_dir, answers, out, batch_tokens)
+
+
+def _features(target_dir: Path, answers: Path, out: Path, batch_tokens: int) -> dict:
     from transformers import AutoModelForCausalLM
 
-    out.mkdir(parents=True, exist_ok=True)
     done = answered(out)
     todo = [a for a in _rows(answers) if a["id"] not in done]
     model = None
