@@ -45,3 +45,21 @@ def test_decide_weighs_the_verify_cost_of_a_speculative_step():
         "q4_1": {"step_us": 79676.0, "verify_us": {"4": 110577.0}},
     }
     assert W.decide(qwen) == "q4_1" and W.decide(qwen, alpha=0.0) == "int4"
+
+
+def test_auto_weights_are_fp32_for_any_command_that_runs_the_batching_backend():
+    """``--concurrency 1`` runs its rows through the batching backend, and on q4_1 a batch of one
+    gave other tokens than the solo path (2026-12-06): auto keeps fp32 there, as for c > 1."""
+    from types import SimpleNamespace as NS
+
+    from specdec.engine.load import _weights
+
+    gguf = NS(model=NS(parts=["model.gguf"]))
+
+    def auto(**kw):
+        return _weights(NS(weights="auto", device="cpu", **kw), gguf)
+
+    assert auto() == "auto" and auto(max_batch=1) == "auto"  # one request at a time: measured
+    assert auto(concurrency=[1]) == "fp32" and auto(concurrency=[1, 8]) == "fp32" and auto(max_batch=8) == "fp32"
+    assert _weights(NS(weights="int4", device="cpu", concurrency=[1]), gguf) == "int4"  # asked for: kept
+    assert _weights(NS(weights="auto", device="cpu"), NS(model=None)) == "fp32"  # not from a GGUF

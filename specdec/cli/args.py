@@ -81,7 +81,7 @@ def add_model_args(p: argparse.ArgumentParser, default: str = DEFAULT_MODEL) -> 
         "project's native kernel, int8 activations, AVX-512 VNNI CPUs); the 4- and 8-bit formats run the "
         "lean row-exact forward, docs/memwall.md. auto (default): for a catalogue model from a GGUF, "
         "the fastest row-exact format measured on this machine, else fp32 (also fp32 where requests "
-        "are batched, --max-batch or --concurrency above 1: batched rows are not row-exact)",
+        "are batched, --max-batch above 1 or any --concurrency: batched rows are not row-exact)",
     )
     g.add_argument(
         "--recalibrate",

@@ -80,13 +80,14 @@ def draft_weights(engine, choice, fmt: str) -> str:
 
 def _weights(args, choice) -> str:
     """``--weights``; its ``auto`` measures only for a catalogue model from a GGUF on the CPU and a
-    command that does not batch requests (``--max-batch`` or ``--concurrency`` above 1: fp32 else):
-    the batch's ragged forward attends per group, not per row, so on int4 a batched request is not
-    proven identical to its solo run (measured:
-    6 of 8 mixed requests were; docs/memwall.md)."""
+    command that does not batch requests (``--max-batch`` above 1 or any ``--concurrency``: fp32
+    else): the batch's ragged forward attends per group, not per row, so on int4 a batched request
+    is not proven identical to its solo run (measured: 6 of 8 mixed requests were; docs/memwall.md).
+    ``--concurrency 1`` counts as batching: its rows run through the batching backend, and on q4_1
+    a batch of one gave other tokens than the solo path on SmolLM2 (2026-12-06)."""
     weights = getattr(args, "weights", "auto")
     from_gguf = choice.model is not None and bool(choice.model.parts)
-    batched = max(getattr(args, "max_batch", None) or 1, *(getattr(args, "concurrency", None) or [1])) > 1
+    batched = (getattr(args, "max_batch", None) or 1) > 1 or getattr(args, "concurrency", None) is not None
     return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu" or batched) else weights
 
 
