@@ -48,7 +48,7 @@ def test_a_second_writer_on_the_same_folder_is_refused(tmp_path):
     """Two runs appending to one folder gave two prompts one id (2026-12-06, a Ctrl-C that did not
     stop the first run): the folder is now locked while a run holds it."""
     first = magpie.Store(tmp_path, write=True)
-    with pytest.raises(RuntimeError, match="another self-distillation run"):
+    with pytest.raises(SystemExit, match="another self-distillation run"):
         magpie.Store(tmp_path, write=True)
     assert magpie.Store(tmp_path).tokens() == 0  # reading (``meta``) is allowed meanwhile
     first._writer.close()
@@ -88,10 +88,25 @@ def test_one_failing_task_stops_the_others():
         while not stop.is_set():
             time.sleep(0.01)
 
+    from concurrent.futures import ThreadPoolExecutor
+
     t0 = time.time()
     with pytest.raises(ValueError, match="boom"):
-        magpie._drive(task, None, 3, stop)
+        magpie._drive(ThreadPoolExecutor(3), task, None, 3, stop)
     assert stop.is_set() and time.time() - t0 < 5
+    stop.clear()
+    ran.clear()
+
+    def ctrl_c(gen):
+        ran.append(1)
+        if len(ran) == 2:
+            raise KeyboardInterrupt  # what Ctrl-C delivers to the waiting main thread
+        while not stop.is_set():
+            time.sleep(0.01)
+
+    with pytest.raises(KeyboardInterrupt):
+        magpie._drive(ThreadPoolExecutor(3), ctrl_c, None, 3, stop)
+    assert stop.is_set()
 
 
 def test_user_turns_worth_answering():

@@ -37,8 +37,13 @@ def test_eagle_starts_from_the_shipped_weights_and_the_card_says_so(tmp_path):
     warm_start(layer, opt, "eagle")
     for name, w in shipped.items():
         assert torch.equal(layer.state_dict()[name], w.float()), name
+    assert all(p.dtype == torch.float32 for p in layer.parameters())
     was = opt.extra["warm_start"]
     assert was["from"].endswith("eagle/model.safetensors") and was["steps"] > 0 and was["completion_tokens"] > 0
+    (opt.cache / "eagle" / "state.pt").write_bytes(b"")  # a checkpoint now: a re-run resumes from it
+    again = _opt(tmp_path)
+    warm_start(_eagle(), again, "eagle")
+    assert again.extra["warm_start"] == was  # and its card still names where training started
 
 
 def test_medusa_starts_from_the_shipped_residual_blocks(tmp_path):
@@ -64,5 +69,8 @@ def test_a_checkpoint_in_the_cache_wins_and_without_the_flag_nothing_loads(tmp_p
 def test_a_module_of_another_shape_is_refused_with_the_reason(tmp_path):
     with pytest.raises(SystemExit, match="does not fit this eagle"):
         warm_start(_eagle(ffn=512), _opt(tmp_path), "eagle")
+    heads = MedusaHeads(HIDDEN, VOCAB, 5, tied=True)  # a fifth head the shipped file lacks
+    with pytest.raises(SystemExit, match="block.4"):
+        warm_start(heads, _opt(tmp_path), "medusa")
     with pytest.raises(SystemExit, match="no shipped eagle"):
         warm_start(_eagle(), ChatOptions(target=tmp_path, out=tmp_path, cache=tmp_path / "c", warm_start=True), "eagle")

@@ -122,12 +122,18 @@ def make_draft(target, opt: ChatOptions):
 
 def warm_start(module, opt: ChatOptions, kind: str) -> None:
     """With ``opt.warm_start`` and no checkpoint under the cache, load the module shipped in
-    ``opt.out/kind`` (its fp16 ``model.safetensors``) so training goes on from it on new data
-    instead of starting over; the card's ``options.extra.warm_start`` names what it started from."""
-    if not opt.warm_start or (opt.cache / kind / "state.pt").exists():
-        return
+    ``opt.out/kind`` (its fp16 ``model.safetensors``, exactly the trained parameters) so training
+    goes on from it on new data instead of starting over; the card's ``options.extra.warm_start``
+    names what it started from (kept beside the checkpoint, so a resumed run still says so)."""
     import json
 
+    record = opt.cache / kind / "warm_start.json"
+    if (opt.cache / kind / "state.pt").exists():
+        if record.exists():
+            opt.extra["warm_start"] = json.loads(record.read_text())
+        return
+    if not opt.warm_start:
+        return
     from safetensors.torch import load_file
 
     path = opt.out / kind / "model.safetensors"
@@ -135,19 +141,21 @@ def warm_start(module, opt: ChatOptions, kind: str) -> None:
         raise SystemExit(f"--warm-start: no shipped {kind} at {path} (train without --warm-start)")
     got, own = load_file(str(path)), module.state_dict()
     trained = [n for n, p in module.named_parameters() if p.requires_grad]
-    bad = [n for n in trained if n not in got or got[n].shape != own[n].shape]
-    if bad:
-        raise SystemExit(f"--warm-start: {path} does not fit this {kind} ({', '.join(bad[:4])}): other options?")
+    if set(got) != set(trained) or any(got[n].shape != own[n].shape for n in trained):
+        odd = sorted(set(got) ^ set(trained)) or [n for n in trained if got[n].shape != own[n].shape]
+        raise SystemExit(f"--warm-start: {path} does not fit this {kind} ({', '.join(odd[:4])}): other options?")
     module.load_state_dict({n: got[n].float() for n in trained}, strict=False)
     card = json.loads((opt.out / kind / "card.json").read_text())
     data = card.get("data", {})
-    opt.extra["warm_start"] = {
+    was = {
         "from": str(path),
         "steps": card.get("train_steps_done"),
         "completion_tokens": data.get("completion_tokens"),
         "generation": data.get("generation"),
     }
-    was = opt.extra["warm_start"]
+    opt.extra["warm_start"] = was
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(was, indent=1) + "\n")
     print(f"{kind}: warm start from {path} ({was['steps']} steps on {was['completion_tokens']} tokens)")
 
 

@@ -23,7 +23,9 @@ Contract (files under ``folder``; every write is an append of whole lines, so a 
 - ``Guard(texts)``: ``guard.allows(text)``; ``normalise(text)``; ``user_prefix(tok)``: the chat
   template's text up to the user's words.
 - ``run(gguf, tok, folder, tokens, parallel, ..., engine, target)``: open the engine, write prompts and answers
-  until ``answers.jsonl`` holds ``tokens`` completion tokens; returns the counts (``meta.json``).
+  until ``answers.jsonl`` holds ``tokens`` completion tokens; returns the counts (``meta.json``). A run
+  holds ``folder/.lock`` (``Store(folder, write=True)``): a second run on the folder is refused.
+  Ctrl-C stops every worker; no partial answer is written.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def _one_writer(folder: Path):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         f.close()
-        raise RuntimeError(f"another self-distillation run is writing {folder}; stop it first (or wait)") from None
+        raise SystemExit(f"another self-distillation run is writing {folder}; stop it first (or wait)") from None
     return f
 
 
@@ -176,9 +178,17 @@ def run(
 ) -> dict:
     """Fill ``folder`` with prompts and greedy answers until ``tokens`` answer tokens are there;
     ``engine`` "specdec" (our batch backend on ``target``'s folder) or "llamacpp" (``gguf``)."""
+    store = Store(folder, write=True)  # refused while another run holds the folder
+    try:
+        (folder / "meta.json").unlink(missing_ok=True)  # a stopped run must not show the last run's counts
+        return _fill(store, gguf, tok, folder, tokens, parallel, threads, max_new, shipped, engine, target)
+    finally:
+        store.close()
+
+
+def _fill(store, gguf, tok, folder, tokens, parallel, threads, max_new, shipped, engine, target) -> dict:
     from specdec.training.selfdistill import render
 
-    store = Store(folder, write=True)
     guard = Guard(heldout_texts())
     for row in store.prompts:
         guard.allows(row["prompt"])  # already kept: later duplicates are dropped
@@ -218,12 +228,13 @@ def run(
         opened = magpie_engines.ours(target, parallel, threads)
     else:
         opened = magpie_engines.llamacpp(gguf, folder, parallel, threads, max_new, eot)
+    pool = ThreadPoolExecutor(parallel)
     try:
         with opened as gen:
-            _drive(task, gen, parallel, stop)
+            _drive(pool, task, gen, parallel, stop)
     finally:
+        pool.shutdown(wait=True)  # the engine is closed, so the workers end at once; none writes later
         bar.close()
-        store.close()
     meta = {
         **counts(store),
         "max_new_tokens": max_new,
@@ -236,11 +247,11 @@ def run(
     return meta
 
 
-def _drive(task, gen, parallel: int, stop: threading.Event) -> None:
-    """Run ``parallel`` tasks until they end. On Ctrl-C (or a task's error) the others stop taking
-    new prompts; leaving the engine's context then ends the requests in flight, whose partial
-    answers are never written (``magpie_engines.Interrupted``), so a re-run resumes cleanly."""
-    pool = ThreadPoolExecutor(parallel)
+def _drive(pool: ThreadPoolExecutor, task, gen, parallel: int, stop: threading.Event) -> None:
+    """Run ``parallel`` tasks on ``pool`` until they end. On Ctrl-C (or a task's error) the others
+    stop taking new prompts; leaving the engine's context then ends the requests in flight, whose
+    partial answers are never written (``magpie_engines.Interrupted``, or the llama.cpp server's
+    connection failing), and ``run`` joins the workers before it gives up the folder's lock."""
     try:
         futures = [pool.submit(task, gen) for _ in range(parallel)]
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
