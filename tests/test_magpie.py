@@ -217,3 +217,19 @@ def test_a_magpie_trained_card_records_the_magpie_set_not_the_shipped_prompts():
     shipped = SimpleNamespace(data="shipped", prompts="p.jsonl", max_new=8, gen_batch=2)
     got = data_card(shipped, {"prompts": 3, "completion_tokens": 50}, *args)["data"]
     assert got["prompts_file"] == "p.jsonl" and got["completion_tokens"] == 50 and "source" not in got
+
+
+def test_the_validation_split_is_by_answer_id_and_stays_when_the_set_grows():
+    """Rows load in feature-file order, which changes as a set grows; the split follows each
+    answer's id, so a resumed checkpoint's validation answers stay out of training."""
+    from specdec.training.chat_data import ChatSet
+
+    def row(i):
+        return {"index": i, "prompt": [1, 2], "completion": [3, i % 50 + 4], "hidden": torch.zeros(3, 4)}
+
+    first = [row(i) for i in (5, 11, 0, 23, 3)]
+    _, held = ChatSet.build(first, 0, 12)
+    grown = [row(i) for i in (40, 35, 2, 23, 47, 11, 5, 0, 3)]  # more rows, another load order
+    train, held2 = ChatSet.build(grown, 0, 12)
+    assert held.ids[:, 3].tolist() == [15, 27] and held2.ids[:, 3].tolist() == [15, 27, 39, 51]
+    assert len(train) == 5

@@ -5,7 +5,7 @@ completion, with its last hidden states) into
 - ``ids`` int64 [N, L + 1] (EOS-padded), ``hidden`` fp16 [N, L, H] (zeros past a row's end),
 - ``start`` [N]: the position whose output is the first completion token (prompt length - 1),
 - ``end`` [N]: the number of positions fed (hidden rows that exist),
-and splits the rows: every ``held_every``-th row is held out for validation (the Medusa tree is
+and splits the rows: every ``held_every``-th row by answer id is held out for validation (the Medusa tree is
 chosen on it; acceptance itself is measured by the engine on the separate held-out prompts).
 ``loss_mask(start, end, T, shift)`` marks the positions j (of T) whose label ``ids[j + 1 + shift]``
 is completion text: the heads and the draft learn what the target writes, not the prompt.
@@ -46,8 +46,12 @@ class ChatSet:
 
     @staticmethod
     def build(rows: list[dict], eos: int, held_every: int = 12) -> tuple[ChatSet, ChatSet]:
-        train = [r for i, r in enumerate(rows) if i % held_every != held_every - 1]
-        held = [r for i, r in enumerate(rows) if i % held_every == held_every - 1]
+        """Every ``held_every``-th row by its stable ``index`` (the answer's id) is held out, in id
+        order: load order follows the feature files, which change as a set grows, so a split by
+        position moved answers between train and validation under a resumed checkpoint."""
+        rows = sorted(rows, key=lambda r: r.get("index", 0))
+        split = [(r.get("index", i) % held_every == held_every - 1, r) for i, r in enumerate(rows)]
+        train, held = [r for h, r in split if not h], [r for h, r in split if h]
         return ChatSet.pad(train, eos), ChatSet.pad(held, eos)
 
     def __len__(self) -> int:

@@ -162,7 +162,7 @@ def warm_start(module, opt: ChatOptions, kind: str) -> None:
 def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str, val_fn) -> float:
     t0 = time.time()
     warm_start(module, opt, kind)
-    tag = f"{opt.n_prompts or 'all'}/{opt.held_every}"  # the validation answers: which prompts, which split
+    tag = f"{opt.n_prompts or 'all'}/{opt.held_every}/by-id"  # the validation answers: which prompts, which split
     fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind, val_fn, tag)
     return time.time() - t0
 
