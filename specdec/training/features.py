@@ -20,8 +20,6 @@ padding after them), ``batch_tokens`` padded positions per forward.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import time
 from contextlib import contextmanager
@@ -30,18 +28,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from specdec.training.appendlog import lock_folder, read_lines
 from specdec.training.selfdistill import answered
 
 
 def _rows(answers: Path) -> list[dict]:
-    """Whole lines only: a run still writing ``answers`` may have half a line at its end."""
-    rows, text = [], answers.read_text()
-    for line in text[: text.rfind("\n") + 1].splitlines():
-        if line.strip():
-            a = json.loads(line)
-            if a["completion_ids"]:
-                rows.append(a)
-    return rows
+    """Answered rows, whole lines only: a run still writing ``answers`` may have half a line."""
+    return [a for a in read_lines(answers) if a["completion_ids"]]
 
 
 def batches(rows: list[dict], batch_tokens: int) -> list[list[dict]]:
@@ -73,12 +66,7 @@ def hidden_states(model, rows: list[dict]) -> list[torch.Tensor]:
 @contextmanager
 def one_pass(out: Path):
     """Hold ``out/.lock`` exclusively; wait (saying so) while another pass holds it."""
-    with (out / ".lock").open("a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            print(f"target features: another pass is writing {out}; waiting for it to end")
-            fcntl.flock(f, fcntl.LOCK_EX)
+    with lock_folder(out, True, f"target features: another pass is writing {out}; waiting for it to end"):
         yield
 
 

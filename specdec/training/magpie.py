@@ -41,6 +41,9 @@ from tqdm import tqdm
 
 from specdec.paths import ASSETS
 from specdec.training import magpie_engines
+from specdec.training.appendlog import lock_folder, read_lines
+
+_BUSY = "another self-distillation run is writing {}; stop it first (or wait)"
 
 SHINGLE = 6  # words: a shared run this long with a held-out prompt drops a prompt
 MARK = "\u0000USER\u0000"
@@ -103,10 +106,10 @@ class Store:
 
     def __init__(self, folder: Path, write: bool = False) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self._writer = _one_writer(folder) if write else None
+        self._writer = lock_folder(folder, False, _BUSY.format(folder)) if write else None
         self.prompts_f, self.answers_f = folder / "prompts.jsonl", folder / "answers.jsonl"
-        self.prompts = _read(self.prompts_f, write)
-        self.answered = {a["id"]: len(a["completion_ids"]) for a in _read(self.answers_f, write)}
+        self.prompts = read_lines(self.prompts_f, write)
+        self.answered = {a["id"]: len(a["completion_ids"]) for a in read_lines(self.answers_f, write)}
         self.lock = threading.Lock()
 
     def tokens(self) -> int:
@@ -126,33 +129,6 @@ class Store:
         with self.lock:
             self.answered[row["id"]] = len(row["completion_ids"])
             _append(self.answers_f, row)
-
-
-def _one_writer(folder: Path):
-    """Hold an exclusive lock on ``folder/.lock`` for this process's life: two runs appending to
-    the same files would give two prompts one id. A second run is refused with the reason."""
-    import fcntl
-
-    f = (folder / ".lock").open("a")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        raise SystemExit(f"another self-distillation run is writing {folder}; stop it first (or wait)") from None
-    return f
-
-
-def _read(path: Path, trim: bool) -> list[dict]:
-    """Whole lines only: a line cut by a kill is skipped, and dropped from the file when ``trim``
-    (the writer's own read; its prompt is redone)."""
-    if not path.exists():
-        return []
-    text = path.read_text()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-        if trim:
-            path.write_text(text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _append(path: Path, row: dict) -> None:
