@@ -17,7 +17,9 @@
 //
 // Why: a plain step of a small model on 4-bit weights is bound by per-operation overhead, not by
 // bytes. Here norm, rotary, attention and the gated MLP's activation are plain loops, so a layer
-// costs its four 4-bit matmuls and little else. Exactness: every row's floats come from the same
+// costs its four 4-bit matmuls and little else. Where the CPU has AVX-512, attention and the
+// activation run on 16-float vectors (attend16, silu_mul): as scalar loops they cost more than the
+// matmuls once a few rows are verified over a few hundred cached tokens (docs/memwall.md). Exactness: every row's floats come from the same
 // loops in the same order whatever T and whatever other rows exist (the matmul kernel computes each
 // output row alone, quant.row_invariant), and a tree node's keys are read in the order plain
 // decoding would have them, so a verifier row is bit for bit the plain step's row.
@@ -27,6 +29,8 @@
 #include <torch/library.h>
 
 #include "q4.h"
+
+#include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
@@ -57,6 +61,24 @@ inline float fexp(float x) {
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
+
+#if defined(__AVX512F__)
+// fexp on 16 lanes: the same sequence of operations, so a lane gives what fexp gives.
+inline __m512 fexp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145751953125f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  for (const float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+inline __mmask16 tail(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1); }
+#endif
 
 // Sums by lane (element i into lane i % 16), the lanes then added in a fixed tree: the order depends
 // on n alone, never on the pointers' alignment (a compiler's reduction may peel iterations to align
@@ -145,6 +167,64 @@ void attend(const float* q, const float* k, const float* v, int64_t kstride, con
   }
 }
 
+#if defined(__AVX512F__)
+// attend() with 16-float vectors (hd a multiple of 16): one key's dot product is hd / 16
+// multiply-adds and one lane reduction, the softmax runs 16 scores at a time, and the value sum
+// keeps hd / 16 accumulators. A fixed sequence for a given (q, keys, hd), like the scalar loops,
+// so a row's floats still do not depend on the other rows.
+void attend16(const float* q, const float* k, const float* v, int64_t kstride, const Keys& keys, int64_t hd,
+              float* scores, float* out) {
+  const int64_t n = keys.size(), nv = hd / 16;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  __m512 qv[16];  // hd <= 256
+  for (int64_t c = 0; c < nv; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kr = k + keys.slot(j) * kstride;
+    __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
+    for (int64_t c = 1; c < nv; ++c) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kr + 16 * c), acc);
+    scores[j] = _mm512_reduce_add_ps(acc) * scale;
+    m = std::fmax(m, scores[j]);
+  }
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 live = tail(n - j);
+    const __m512 e = fexp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, scores + j), mv));
+    _mm512_mask_storeu_ps(scores + j, live, e);
+    sum = _mm512_mask_add_ps(sum, live, sum, e);
+  }
+  const float inv = 1.0f / _mm512_reduce_add_ps(sum);
+  __m512 acc[16];
+  for (int64_t c = 0; c < nv; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512 p = _mm512_set1_ps(scores[j] * inv);
+    const float* vr = v + keys.slot(j) * kstride;
+    for (int64_t c = 0; c < nv; ++c) acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16 * c), acc[c]);
+  }
+  for (int64_t c = 0; c < nv; ++c) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+// The gated MLP's activation, silu(g) * u, 16 at a time.
+void silu_mul(const float* g, const float* u, float* o, int64_t I) {
+  for (int64_t j = 0; j < I; j += 16) {
+    const __mmask16 live = tail(I - j);
+    const __m512 x = _mm512_maskz_loadu_ps(live, g + j);
+    const __m512 e = fexp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    const __m512 y = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    _mm512_mask_storeu_ps(o + j, live, _mm512_mul_ps(y, _mm512_maskz_loadu_ps(live, u + j)));
+  }
+}
+constexpr bool kVectors = true;
+#else
+void attend16(const float*, const float*, const float*, int64_t, const Keys&, int64_t, float*, float*) {}
+void silu_mul(const float* g, const float* u, float* o, int64_t I) {
+#pragma omp simd
+  for (int64_t j = 0; j < I; ++j) o[j] = g[j] / (1.0f + fexp(-g[j])) * u[j];
+}
+constexpr bool kVectors = false;
+#endif
+
 Keys keys_of(int64_t t, int64_t start, const at::Tensor& vis, const at::Tensor& off) {
   if (vis.numel() == 0 && off.numel() == 0) return {start, t + 1, nullptr};
   const int64_t* o = off.data_ptr<int64_t>();
@@ -190,13 +270,15 @@ at::Tensor rows(at::Tensor x, std::vector<at::Tensor> w, at::Tensor cos, at::Ten
       }
     }
     const float* Qp = q.data_ptr<float>();
+    const bool vec = kVectors && hd % 16 == 0 && hd <= 256;
     float* A = att.data_ptr<float>();
     at::parallel_for(0, T * H, 1, [&](int64_t lo, int64_t hi) {
       std::vector<float> scores(most);
       for (int64_t i = lo; i < hi; ++i) {
         const int64_t t = i / H, head = i % H, g = head / group;
         const Keys keys = keys_of(t, start, vis, vis_off);
-        attend(Qp + i * hd, K + g * cap * hd, V + g * cap * hd, hd, keys, hd, scores.data(), A + i * hd);
+        (vec ? attend16 : attend)(Qp + i * hd, K + g * cap * hd, V + g * cap * hd, hd, keys, hd, scores.data(),
+                                  A + i * hd);
       }
     });
     x.add_(linear(att, L + 5, nullptr));
@@ -206,12 +288,7 @@ at::Tensor rows(at::Tensor x, std::vector<at::Tensor> w, at::Tensor cos, at::Ten
     at::Tensor a = at::empty({T, I}, x.options());
     float* G = gu.data_ptr<float>();
     float* Ap = a.data_ptr<float>();
-    for (int64_t t = 0; t < T; ++t) {
-      const float* g = G + t * 2 * I;
-      float* o = Ap + t * I;
-#pragma omp simd
-      for (int64_t j = 0; j < I; ++j) o[j] = g[j] / (1.0f + fexp(-g[j])) * g[I + j];
-    }
+    for (int64_t t = 0; t < T; ++t) silu_mul(G + t * 2 * I, G + t * 2 * I + I, Ap + t * I, I);
     x.add_(linear(a, L + 12, nullptr));
   }
   return x;
