@@ -66,3 +66,27 @@ def test_prefill_reuses_common_prefix_and_recovers_from_interrupted_step(engine,
     assert t.ids == other[:-1]
     out = t.score(other[-1], Draft.empty())
     torch.testing.assert_close(out[0], fresh_logits(model, other)[-1], atol=2e-4, rtol=1e-4)
+
+
+def test_a_growing_layer_shows_its_first_length_slots_and_refuses_a_replaced_view():
+    """keys/values are computed when read (models/cache.py): they must follow every change of
+    length (update, crop, keep, the lean forwards' advance), and a caller replacing them (as the
+    mixin's offload or beam reordering would) is told, not silently ignored."""
+    import pytest
+
+    from specdec.models import cache as kv
+
+    c = kv.new_cache(1, 2)
+    layer = c.layers[0]
+    assert layer.keys is None
+    k = torch.arange(1 * 2 * 3 * 4, dtype=torch.float32).view(1, 2, 3, 4)
+    keys, values = layer.update(k, -k)
+    assert torch.equal(keys, k) and torch.equal(values, -k) and layer.capacity >= 3
+    kv.truncate(c, 1)
+    assert torch.equal(layer.keys, k[:, :, :1]) and torch.equal(layer.values, -k[:, :, :1])
+    kv.advance(c, 2)  # a lean forward wrote slots 1 and 2 in place
+    assert torch.equal(layer.keys, k)
+    kv.keep(c, 0, [2, 0])
+    assert torch.equal(layer.keys, k[:, :, [2, 0]])
+    with pytest.raises(TypeError, match="views of its buffer"):
+        layer.keys = k
