@@ -208,12 +208,14 @@ def test_a_magpie_trained_card_records_the_magpie_set_not_the_shipped_prompts():
     from specdec.training.chat_export import data_card
 
     made = {"prompts": 30, "magpie_prompts": 20, "completion_tokens": 900, "stopped_early": True}
+    made |= {"max_new_tokens": 160, "engine": "specdec", "tokens_per_s_this_run": 115.4}
     meta = {"magpie": made, "magpie_rows": 25}
     args = (_Answers([1, 2]), _Answers([3]), torch.arange(4))
     got = data_card(SimpleNamespace(data="magpie", prompts="p.jsonl"), meta, *args)["data"]
     assert got["source"].startswith("magpie") and "prompts_file" not in got
     assert (got["prompts"], got["magpie_prompts"], got["answers"], got["completion_tokens"]) == (30, 20, 25, 900)
     assert (got["train_answers"], got["validation_answers"], got["softmax_vocab_subset"]) == (2, 1, 4)
+    assert (got["max_new_tokens"], got["engine"], got["generation_tokens_per_s_last_run"]) == (160, "specdec", 115.4)
     shipped = SimpleNamespace(data="shipped", prompts="p.jsonl", max_new=8, gen_batch=2)
     got = data_card(shipped, {"prompts": 3, "completion_tokens": 50}, *args)["data"]
     assert got["prompts_file"] == "p.jsonl" and got["completion_tokens"] == 50 and "source" not in got

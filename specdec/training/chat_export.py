@@ -45,6 +45,9 @@ def _source(opt, meta: dict) -> dict:
             "answers": meta.get("magpie_rows"),
             "completion_tokens": made.get("completion_tokens"),
             "stopped_early": made.get("stopped_early", False),
+            "max_new_tokens": made.get("max_new_tokens"),
+            "engine": made.get("engine"),
+            "generation_tokens_per_s_last_run": made.get("tokens_per_s_this_run"),
         }
     return {
         "prompts_file": str(opt.prompts),
