@@ -76,3 +76,29 @@ def test_train_heads_writes_loadable_folders_resumes_and_stays_exact(tmp_path):
     want = engine.generate(prompt, GenerateSpec.from_dict({"method": "none", **spec})).tokens
     for method in ("medusa", "eagle"):
         assert engine.generate(prompt, GenerateSpec.from_dict({"method": method, **spec})).tokens == want
+
+
+def test_resuming_a_checkpoint_validated_on_another_split_says_so_and_forgets_its_best(tmp_path, capsys):
+    """A checkpoint made under another validation split may have trained on today's validation
+    answers (2026-12-06: Medusa resumed after the split moved to answer ids kept its first check,
+    step 1,520, as the best): the resume says so, and the old best is not kept."""
+    from specdec.training.heads_train import fit
+
+    torch.manual_seed(0)
+    module = torch.nn.Linear(2, 1)
+    x, y = torch.randn(16, 2), torch.randn(16, 1)
+    opt = HeadsOptions(target=DEFAULT_TARGET, steps=2, batch=16, lr=1e-2, ckpt_every=1)
+
+    def loss_fn(a, b):
+        return torch.nn.functional.mse_loss(module(a), b)
+
+    def val_fn():
+        return loss_fn(x, y)
+
+    fit(module, loss_fn, lambda step: (x, y), opt, tmp_path, "toy", val_fn, "old-split")
+    assert "another split" not in capsys.readouterr().out
+    opt.steps = 3
+    fit(module, loss_fn, lambda step: (x, y), opt, tmp_path, "toy", val_fn, "by-id")
+    out = capsys.readouterr().out
+    assert "validated on another split ('old-split', now 'by-id')" in out and "start cold" in out
+    assert torch.load(tmp_path / "state.pt", weights_only=False)["best"]["tag"] == "by-id"
