@@ -11,8 +11,13 @@ and every forward of this runner is a deterministic function of the tokens fed.
 Contract: ``QuantRunner(model, capacity, fmt)`` has ``draft_runner.HFRunner``'s interface (``length``,
 ``state``/``fresh``/``restore``, ``truncate``, ``forward(tokens) -> logits after the last``), its
 layers in ``fmt`` (``quant.FORMATS``, one of ``lean_target.ROW_EXACT``), its LM head in
-``quant.HEAD[fmt]``; one-token forwards take the native loops where they are built (float32
-models). ``formats(model)``: the formats it can take for this model here ("fp32" excluded).
+``quant.HEAD[fmt]``. A feed of at most ``NATIVE_ROWS`` tokens (every draft step, and the
+accepted tokens it re-feeds) runs the native loops (``kernels/rows.cpp``) where they are built
+(float32 models, ``SPECDEC_NATIVE`` not 0); longer feeds (a prompt) run the batched lean layers.
+Why: until 2026-12-06 every feed ran the lean layers, whose per-op dispatch over 24 layers made a
+one-token step of Qwen2.5-Coder-0.5B cost about half a 1.5B target step (the measured crossover
+is in docs/log/memwall.md). ``formats(model)``: the formats it can take for this model here
+("fp32" excluded).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import torch
 from specdec.models import quant as Q
 from specdec.models.lean_target import ROW_EXACT, LeanTarget, supports_quantized
 from specdec.proposers.draft_runner import HFRunner
+
+NATIVE_ROWS = 32  # the longest feed the native loops take; measured faster than lean up to 64 rows
 
 
 def formats(model: torch.nn.Module) -> tuple[str, ...]:
@@ -43,10 +50,14 @@ class QuantRunner(HFRunner):
         self.lean = LeanTarget(model, fmt=fmt)
         self.head = Q.quantize(model.get_output_embeddings().weight, Q.HEAD.get(fmt, fmt))
 
+    def kind(self, rows: int) -> str:
+        """The forward a feed of ``rows`` tokens runs: "native" where built and short enough."""
+        return "native" if rows <= NATIVE_ROWS and "native" in self.lean.rows() else "lean"
+
     @torch.inference_mode()
     def forward(self, tokens: list[int]) -> torch.Tensor:
         L = self.length
         ids = torch.tensor(tokens, dtype=torch.long)
         pos = torch.arange(L, L + len(tokens)).view(1, -1)
-        h = self.lean.hidden(self.cache, ids, pos, None)
+        h = self.lean.hidden(self.cache, ids, pos, None, self.kind(len(tokens)))
         return self.head(h[-1:])[0]
