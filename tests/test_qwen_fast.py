@@ -5,7 +5,8 @@ README's test command installs (the 1.5B target is measured by hand: docs/bench.
 The claims: on q4_1 (and int4) the verifier's rows of a Qwen2 model equal its plain steps bit for
 bit, chains and trees, biases included; lookup emits exactly plain decoding's tokens; the engine
 puts a catalogue draft from a GGUF on its target's 4-bit format and leaves any other draft alone;
-a draft that is the target itself, on the same format, drafts the target's own tokens.
+a draft that is the target itself, on the same format and its shipped reduced vocabulary
+(FR-Spec), drafts the target's own tokens.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def test_the_engine_puts_a_gguf_draft_on_its_targets_format_and_no_other(pair):
         # the 1.5B's entry names the 0.5B as its draft, and the draft folder is the 0.5B's
         assert draft_weights(pair, Choice(folder, folder, None, known.get("qwen2.5-coder-1.5b")), fmt) == fmt
         assert prop.weights == fmt and prop.paths == ("lean",)
+        assert prop.vocab_ids is not None and len(prop.vocab_ids) < 40000  # its shipped draft vocabulary
         ref = pair.generate(CODE, _spec("none"))
         for method in ("lookup", "draft"):
             out = pair.generate(CODE, _spec(method))

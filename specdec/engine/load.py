@@ -61,8 +61,11 @@ def draft_weights(engine, choice, fmt: str) -> str:
     """A draft that is itself a catalogue model from a GGUF (the Qwen pair's 0.5B) runs in its
     target's weight format too, where it can (``specdec/proposers/draft_quant.py``): with the
     target on 4-bit blocks and the draft in floating point, a draft step would cost more than a
-    target step. Trained drafts (SmolLM2's) keep their own precision. Returns the draft's format."""
+    target step; where the draft's catalogue entry ships a draft vocabulary (``Model.draft_vocab``)
+    its LM head is read on those rows only. Trained drafts (SmolLM2's)
+    keep their own precision. Returns the draft's format."""
     from specdec.catalog import known, store
+    from specdec.proposers import vocab_subset
     from specdec.proposers.draft_quant import formats
 
     prop = engine.proposers.get("draft")
@@ -75,6 +78,9 @@ def draft_weights(engine, choice, fmt: str) -> str:
     if fmt not in formats(prop.model):
         return "fp32"
     prop.set_weights(fmt)
+    ids = vocab_subset.load(m.draft_vocab) if m.draft_vocab is not None else None
+    if ids is not None:  # FR-Spec: a draft vocabulary made for it (specdec/training/draft_vocab.py)
+        prop.set_vocab(ids)
     return fmt
 
 

@@ -142,6 +142,21 @@ class DraftModel:
         self.use("lean" if "lean" in self.runners else "hf")
         self.step_ms = None
 
+    @property
+    def vocab_ids(self) -> torch.Tensor | None:
+        """The reduced draft vocabulary in use (``set_vocab``), None: the whole vocabulary."""
+        return getattr(self.runners.get("lean"), "vocab_ids", None)
+
+    def set_vocab(self, ids: torch.Tensor | None) -> None:
+        """Draft from the token ids ``ids`` only (FR-Spec, ``vocab_subset.py``): on 4-bit weights
+        (``set_weights``), whose runner reads its LM head on those rows; q is zero elsewhere, so
+        only acceptance can change. None: the whole vocabulary. A later ``set_weights`` drops it."""
+        runner = self.runners.get("lean")
+        if not hasattr(runner, "set_vocab"):
+            raise ValueError("a reduced draft vocabulary needs the draft on 4-bit weights (set_weights)")
+        runner.set_vocab(ids)
+        self.step_ms = None  # a step costs less now: measure it again
+
     def use(self, path: str) -> None:
         """Draft through ``path`` ("lean" or "hf") from now on; its cache starts empty."""
         if path not in self.runners:
