@@ -9,7 +9,9 @@ engine's own counters summed over the prompts
 (``Stats.total``: alpha_per_position, conditional alpha, tau), tokens/s (all tokens / all
 seconds) and how many prompts gave exactly ``none``'s tokens. ``write_cards(model, result)`` adds
 it as ``heldout_engine`` to ``assets/<model>/<kind>/card.json`` and its README. Run as
-``python -m specdec.training.chat_measure [--limit N] [--max-new N] [--auto-k]``. Speeds on a shared
+``python -m specdec.training.chat_measure [--limit N] [--max-new N] [--auto-k] [--weights W]``: the
+target on float32 weights unless ``--weights`` says otherwise (the CLI's default is q4_1 where the
+model comes from a GGUF, so the cards' tokens/s are float32's), recorded as ``weights``. Speeds on a shared
 CPU are rough; the acceptance figures do not depend on the machine. Each method drafts with a fixed
 k (``FIXED_K``: the draft 4 tokens, the trees up to 16 nodes, the most k allows), so the figures are the
 module's acceptance: with k = "auto" (``--auto-k``) the engine's probe backoff
@@ -29,7 +31,13 @@ FIXED_K = {"draft": 4, "medusa": 16, "eagle": 16}  # the trees: 16 nodes, the mo
 
 
 def measure(
-    model: str, prompts: Path, methods: list[str], max_new: int = 96, limit: int = 6, auto_k: bool = False
+    model: str,
+    prompts: Path,
+    methods: list[str],
+    max_new: int = 96,
+    limit: int = 6,
+    auto_k: bool = False,
+    weights: str = "fp32",
 ) -> dict:
     from specdec.catalog.resolve import resolve
     from specdec.core.config import GenerateSpec, SamplingParams
@@ -40,6 +48,10 @@ def measure(
 
     choice = resolve(model)
     engine = load_engine(choice.target, choice.draft, heads=choice.heads, calibration=None)
+    if weights != "fp32":  # the target's format ("auto": what `specdec generate` picks here)
+        from specdec.engine.load import choose_weights
+
+        weights = choose_weights(engine, weights)
     rows = read(prompts)
     rows = rows[:: max(1, len(rows) // limit)][:limit]  # spread over the file: every category
     texts = [render(engine.tokenizer, [{"role": "user", "content": r["prompt"]}]) for r in rows]
@@ -65,7 +77,13 @@ def measure(
             **{k: total.get(k) for k in ("alpha_per_position", "conditional_alpha_per_position", "tau", "alpha")},
         }
         print(method, json.dumps(out[method]), flush=True)
-    return {"prompts": str(prompts), "n_prompts": len(texts), "max_new_tokens": max_new, "methods": out}
+    return {
+        "prompts": str(prompts),
+        "n_prompts": len(texts),
+        "max_new_tokens": max_new,
+        "weights": weights,
+        "methods": out,
+    }
 
 
 def write_cards(model: str, result: dict) -> None:
@@ -97,9 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new", type=int, default=96)
     p.add_argument("--limit", type=int, default=6)
     p.add_argument("--auto-k", action="store_true", help='k = "auto" (default: a fixed k per method, FIXED_K)')
+    p.add_argument(
+        "--weights",
+        default="fp32",
+        help="the target's weight format: fp32 (default; the cards' figures since 2026-12-05), q4_1, or auto "
+        "(what `specdec generate` picks here); acceptance moves little (docs/training.md), tokens/s does",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the result here")
     a = p.parse_args(argv)
-    res = measure(a.model, a.prompts, a.methods.split(","), a.max_new, a.limit, a.auto_k)
+    res = measure(a.model, a.prompts, a.methods.split(","), a.max_new, a.limit, a.auto_k, a.weights)
     if a.json:
         a.json.write_text(json.dumps(res, indent=2) + "\n")
     write_cards(a.model, res)
