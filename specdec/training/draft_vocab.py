@@ -1,9 +1,10 @@
 """A reduced draft vocabulary for a catalogue draft model that was not trained here (FR-Spec).
 
-Why: Qwen2.5-Coder-0.5B drafts for the 1.5B through a 151,936 x 896 LM head, about a fifth of
-the bytes of each of its steps on 4-bit blocks. FR-Spec (Zhao et al. 2025, arXiv:2502.14856)
-reads the draft's head on the most frequent tokens only: fewer bytes a draft step, the same
-output (q is zero outside the subset, the target verifies every token: ``vocab_subset.py``).
+Why: Qwen2.5-Coder-0.5B drafts for the 1.5B through a 151,936 x 896 LM head: on 4-bit blocks
+(the head in Q8_0, the layers in Q4_1) about two fifths of the bytes each of its steps reads.
+FR-Spec (Zhao et al. 2025, arXiv:2502.14856) reads the draft's head on the most frequent tokens
+only: fewer bytes a draft step, the same output (q is zero outside the subset, the target
+verifies every token: ``vocab_subset.py``).
 The paper ranks tokens by their frequency in a general corpus; here the corpus is what is on
 this machine and in the repository, never the held-out prompts:
 - the Python standard library's own sources (the code the pair is for, with its docstrings and
