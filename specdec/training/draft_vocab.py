@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import sysconfig
-from collections import Counter
 from pathlib import Path
 
 from specdec.paths import ASSETS
@@ -48,11 +47,7 @@ def prompt_texts(files: list[Path]) -> list[str]:
         for line in f.read_text().splitlines():
             row = json.loads(line)
             out.extend(m["content"] for m in row.get("messages", []))
-            out.extend(
-                row[k]
-                for k in ("prompt", "suffix", "completion", "answer", "edit", "reference")
-                if isinstance(row.get(k), str)
-            )
+            out.extend(row[k] for k in TEXT_KEYS if isinstance(row.get(k), str))
     return out
 
 
@@ -60,12 +55,8 @@ def shipped_prompts() -> list[Path]:
     return sorted((ASSETS / "prompts").glob("*.jsonl")) + [ASSETS / "prompts" / "train" / "train.jsonl"]
 
 
-def count(tokenizer, texts: list[str], counts: Counter | None = None) -> Counter:
-    counts = Counter() if counts is None else counts
-    for i in range(0, len(texts), 256):
-        for ids in tokenizer(texts[i : i + 256], add_special_tokens=False)["input_ids"]:
-            counts.update(ids)
-    return counts
+def tokenize(tokenizer, texts: list[str]) -> list[list[int]]:
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
 def build(model: str, size: int = SIZE) -> tuple[list[int], dict]:
@@ -77,12 +68,9 @@ def build(model: str, size: int = SIZE) -> tuple[list[int], dict]:
     tok = AutoTokenizer.from_pretrained(store.require(m))
     code = [p.read_text(errors="replace") for p in stdlib_files()]
     prompts = prompt_texts(shipped_prompts())
-    counts = count(tok, prompts, count(tok, code))
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    special = {int(t) for t in tok.all_special_ids}
-    ids = sorted({t for t, _ in ranked[:size]} | special)
+    seqs = tokenize(tok, code) + tokenize(tok, prompts)
+    ids = sorted(set(vocab_subset.frequent(seqs, size)) | {int(t) for t in tok.all_special_ids})
     held = prompt_texts(sorted((ASSETS / "prompts" / "heldout").glob("*.jsonl")))
-    held_ids = [x for s in tok(held, add_special_tokens=False)["input_ids"] for x in s]
     card = {
         "name": f"{model} draft vocabulary (FR-Spec, arXiv:2502.14856)",
         "size": len(ids),
@@ -90,10 +78,10 @@ def build(model: str, size: int = SIZE) -> tuple[list[int], dict]:
         "corpus": {
             "stdlib_files": len(code),
             "prompt_files": [str(p.relative_to(ASSETS)) for p in shipped_prompts()],
-            "tokens": sum(counts.values()),
+            "tokens": sum(map(len, seqs)),
         },
-        "coverage_corpus": round(sum(c for t, c in counts.items() if t in set(ids)) / sum(counts.values()), 4),
-        "coverage_heldout_prompts": round(vocab_subset.coverage([held_ids], ids), 4),
+        "coverage_corpus": round(vocab_subset.coverage(seqs, ids), 4),
+        "coverage_heldout_prompts": round(vocab_subset.coverage(tokenize(tok, held), ids), 4),
         "chosen_by": "the most frequent ids of the corpus plus the special tokens; "
         "the held-out prompts are measured only",
     }
