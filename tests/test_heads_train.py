@@ -100,5 +100,5 @@ def test_resuming_a_checkpoint_validated_on_another_split_says_so_and_forgets_it
     opt.steps = 3
     fit(module, loss_fn, lambda step: (x, y), opt, tmp_path, "toy", val_fn, "by-id")
     out = capsys.readouterr().out
-    assert "validated on another split ('old-split', now 'by-id')" in out and "start cold" in out
+    assert "validated on another split or loss ('old-split', now 'by-id')" in out and "start cold" in out
     assert torch.load(tmp_path / "state.pt", weights_only=False)["best"]["tag"] == "by-id"

@@ -41,6 +41,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         nodes=args.nodes if args.nodes != 24 else 16,
         data=args.data,
         draft_vocab=args.draft_vocab,
+        eagle_passes=args.eagle_passes,
         warm_start=args.warm_start,
     )
     if opt.warm_start and args.what == "draft":
@@ -272,6 +273,15 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         metavar="N",
         help="eagle, medusa: draft only from the N most frequent answer tokens (FR-Spec; the LM head read on N rows "
         "instead of the whole vocabulary, still exact; default 8192, 0 = the whole vocabulary)",
+    )
+    c.add_argument(
+        "--eagle-passes",
+        type=int,
+        default=2,
+        metavar="P",
+        help="eagle: chained passes per position in training, each fed the previous pass's predicted "
+        "features as a depth-P draft node is (a training-time test, as in EAGLE-3; default 2); a checkpoint "
+        "trained with another P resumes with this one, early stopping starting over",
     )
     c.add_argument(
         "--data",

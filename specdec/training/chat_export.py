@@ -175,7 +175,8 @@ def export_eagle(layer, target, held: ChatSet, opt, data: dict, secs: float, tra
     card.update(
         description="One decoder layer over (target feature f_t, embedding of x_{t+1}) predicting f_{t+1}, "
         "tokens from the target's frozen LM head; trained on feature regression plus cross-entropy on the "
-        "target's own greedy chat answers. Depth d uses d chained predicted features.",
+        f"target's own greedy chat answers, over {opt.eagle_passes} chained passes per position (pass p fed "
+        "pass p-1's predicted features, a training-time test). Depth d uses d chained predicted features.",
         validation_top1_per_depth=[round(a[0], 4) for a in acc],
         validation_top10_per_depth=[round(sum(a), 4) for a in acc],
     )

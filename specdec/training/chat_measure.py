@@ -30,6 +30,12 @@ DIRS = {"draft": "draft", "medusa": "medusa", "eagle": "eagle"}
 FIXED_K = {"draft": 4, "medusa": 16, "eagle": 16}  # the trees: 16 nodes, the most k allows (config.parse_k)
 
 
+def _messages(row: dict) -> list[dict]:
+    """A prompt file's row as chat messages: the training sets' ``prompt``, or the bench's held-out
+    rows (``assets/prompts/heldout/*.jsonl``) with ``messages`` of their own."""
+    return row["messages"] if "messages" in row else [{"role": "user", "content": row["prompt"]}]
+
+
 def measure(
     model: str,
     prompts: Path,
@@ -54,7 +60,7 @@ def measure(
         weights = choose_weights(engine, weights)
     rows = read(prompts)
     rows = rows[:: max(1, len(rows) // limit)][:limit]  # spread over the file: every category
-    texts = [render(engine.tokenizer, [{"role": "user", "content": r["prompt"]}]) for r in rows]
+    texts = [render(engine.tokenizer, _messages(r)) for r in rows]
     out, ref = {}, None
     for method in ["none"] + [m for m in methods if m != "none"]:
         k = "auto" if auto_k else FIXED_K.get(method, "auto")
@@ -110,7 +116,13 @@ def write_cards(model: str, result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--prompts", type=Path, default=Path("assets/prompts/train/heldout.jsonl"))
+    p.add_argument(
+        "--prompts",
+        type=Path,
+        default=Path("assets/prompts/train/heldout.jsonl"),
+        help="a JSONL of rows with a `prompt` or chat `messages` (default: the training set's held-out "
+        "chat prompts; the bench's held-out categories are assets/prompts/heldout/*.jsonl)",
+    )
     p.add_argument("--methods", default="draft,medusa,eagle")
     p.add_argument("--max-new", type=int, default=96)
     p.add_argument("--limit", type=int, default=6)

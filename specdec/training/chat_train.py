@@ -12,7 +12,8 @@ checkpointed, after ``max_minutes``), (4) measures validation accuracy and write
 - medusa: tied heads (``MedusaHeads(tied=True)``: W_k is the target's LM head, only the residual
   blocks are trained and shipped), tree chosen on validation answers;
 - eagle: one decoder layer over (f_j, e_{j+1}) with an FFN of ``eagle_ffn`` (smaller than the
-  target's to keep the folder small), tokens read by the target's LM head;
+  target's to keep the folder small), tokens read by the target's LM head; ``eagle_passes`` chained
+  passes per position (pass p feeds pass p-1's predicted features, as a depth-p draft node does);
 - draft: a narrow Llama (``draft_width`` x ``draft_layers``) with its own tied embedding, started
   from the target's embedding projected onto its top ``draft_width`` singular directions.
 """
@@ -53,6 +54,7 @@ class ChatOptions:
     node_cost: float = 0.1  # SmolLM2 fp32 on 2 cores: 8 tokens in one forward cost ~1.8 one-token steps
     head_cost: float = 0.02  # tied heads share one LM-head product (one more row per head)
     eagle_ffn: int = 1024
+    eagle_passes: int = 2  # eagle: chained passes per position in training (a training-time test, EAGLE-3)
     draft_vocab: int = 8192  # eagle, medusa: FR-Spec's draft vocabulary, the most frequent answer tokens (0 = all)
     draft_width: int = 256
     draft_layers: int = 2
@@ -163,6 +165,8 @@ def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str, val_fn) -> floa
     t0 = time.time()
     warm_start(module, opt, kind)
     tag = f"{opt.n_prompts or 'all'}/{opt.held_every}/by-id"  # the validation answers: which prompts, which split
+    if kind == "eagle" and opt.eagle_passes != 2:
+        tag += f"/passes {opt.eagle_passes}"  # another loss: its values do not compare with the 2-pass ones
     fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind, val_fn, tag)
     return time.time() - t0
 
@@ -212,11 +216,11 @@ def train_chat(kind: str, opt: ChatOptions) -> dict:
         embed = target.get_input_embeddings()
         secs = _fit(
             layer,
-            lambda *b: L.eagle_loss(layer, embed, w_s, subset, *b),
+            lambda *b: L.eagle_loss(layer, embed, w_s, subset, *b, unroll=opt.eagle_passes),
             lambda s: L.rows_batch(train, s, max(1, opt.batch // 128), opt.seed),
             opt,
             kind,
-            lambda: L.eagle_loss(layer, embed, w_s, subset, *_cut(held_rows)),
+            lambda: L.eagle_loss(layer, embed, w_s, subset, *_cut(held_rows), unroll=opt.eagle_passes),
         )
         return X.export_eagle(layer, target, held, opt, data, secs, X.answers(train))
     if kind == "draft":

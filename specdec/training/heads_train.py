@@ -186,9 +186,10 @@ def fit(
         start, best = st["step"], st.get("best")
         if val_tag is not None and best is not None and best.get("tag") != val_tag:
             tqdm.write(
-                f"{desc}: this checkpoint was validated on another split ({best.get('tag')!r}, now {val_tag!r}); "
-                "its training may have seen today's validation answers, which would flatter the first checks "
-                f"and make early stopping keep them: for a clean validation start cold (remove {state_path})"
+                f"{desc}: this checkpoint was validated on another split or loss ({best.get('tag')!r}, now "
+                f"{val_tag!r}); early stopping starts over from here. If the split changed, its training may have "
+                "seen today's validation answers, which would flatter the first checks and make early stopping "
+                f"keep them: for a clean validation start cold (remove {state_path})"
             )
     module.train()
     limit = float(getattr(opt, "max_minutes", 0) or 0) * 60  # a wall-clock cap (0 = none)
