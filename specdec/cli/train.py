@@ -279,8 +279,8 @@ def add_chat_args(t: argparse.ArgumentParser) -> None:
         type=int,
         default=2,
         metavar="P",
-        help="eagle: chained passes per position in training, each fed the previous pass's predicted "
-        "features as a depth-P draft node is (a training-time test, as in EAGLE-3; default 2); a checkpoint "
+        help="eagle: chained passes per position in training, pass p fed pass p-1's predicted features "
+        "as a draft node at depth p is (a training-time test, as in EAGLE-3; default 2); a checkpoint "
         "trained with another P resumes with this one, early stopping starting over",
     )
     c.add_argument(
