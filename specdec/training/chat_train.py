@@ -32,6 +32,8 @@ from specdec.training.chat_data import ChatSet, vocab_subset
 from specdec.training.chat_prompts import read
 from specdec.training.heads_train import fit
 
+EAGLE_PASSES = 2  # the shipped recipe's passes; a checkpoint's validation tag names any other count
+
 
 @dataclass
 class ChatOptions:
@@ -54,7 +56,7 @@ class ChatOptions:
     node_cost: float = 0.1  # SmolLM2 fp32 on 2 cores: 8 tokens in one forward cost ~1.8 one-token steps
     head_cost: float = 0.02  # tied heads share one LM-head product (one more row per head)
     eagle_ffn: int = 1024
-    eagle_passes: int = 2  # eagle: chained passes per position in training (a training-time test, EAGLE-3)
+    eagle_passes: int = EAGLE_PASSES  # eagle: chained passes per position in training (a training-time test, EAGLE-3)
     draft_vocab: int = 8192  # eagle, medusa: FR-Spec's draft vocabulary, the most frequent answer tokens (0 = all)
     draft_width: int = 256
     draft_layers: int = 2
@@ -165,7 +167,7 @@ def _fit(module, loss_fn, batch_fn, opt: ChatOptions, kind: str, val_fn) -> floa
     t0 = time.time()
     warm_start(module, opt, kind)
     tag = f"{opt.n_prompts or 'all'}/{opt.held_every}/by-id"  # the validation answers: which prompts, which split
-    if kind == "eagle" and opt.eagle_passes != 2:
+    if kind == "eagle" and opt.eagle_passes != EAGLE_PASSES:
         tag += f"/passes {opt.eagle_passes}"  # another loss: its values do not compare with the 2-pass ones
     fit(module, loss_fn, batch_fn, opt, opt.cache / kind, kind, val_fn, tag)
     return time.time() - t0
