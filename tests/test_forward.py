@@ -14,7 +14,8 @@ def test_kernel_table():
     assert {kernel(lean, t, e, c) for t in (1, 5) for e in (False, True) for c in (False, True)} == {"lean"}
     for rows in ROWS:
         f = Forward("lean", "int4", rows)
-        assert kernel(f, 40, False, True) == "lean"  # a prefill: the batched layers
+        # a prefill: the batched layers, but the native forward runs all (the same bits on every CPU)
+        assert kernel(f, 40, False, True) == ("native" if rows == "native" else "lean")
         assert kernel(f, 1, False, True) == rows  # a plain step: row exact
         assert kernel(f, 5, True, True) == rows  # the verifier's chain
         assert kernel(f, 5, True, False) == ("eager" if rows == "script" else rows)  # TorchScript: chains only

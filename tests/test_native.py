@@ -46,7 +46,7 @@ def _dequantized(fmt: str, w: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("fmt,shape", [("q4_1", (96, 64)), ("q4_1", (48, 160)), ("q8_0", (64, 96))])
 def test_block_linear_is_its_dequantized_weight_and_row_invariant(fmt, shape):
     if not blocks.available(torch.zeros(shape)):
-        pytest.skip("no AVX-512 VNNI here: the block formats are not offered")
+        pytest.skip("the native kernel did not build here: the block formats are not offered")
     gen = torch.Generator().manual_seed(1)
     w = torch.randn(*shape, generator=gen) * 0.05
     q = Q.quantize(w, fmt)
@@ -82,9 +82,10 @@ def _forward(engine, fmt: str, ids: list[int], T: int, use_native: bool):
 
 # The two forwards' floats differ in the last bits; each linear then rounds its activations (to
 # bfloat16 for int4, to int8 per block for q4_1), which hides most of those differences (on the
-# tiny model int4's two results are often equal) and turns a few into a whole rounding step:
-# q4_1's tolerance is its int8 step.
-TOLERANCE = {"int4": 1e-3, "q4_1": 1e-2}
+# tiny model int4's two results are often equal) and turns a few into a whole rounding step: the
+# tolerance is that step with margin (int8: 1/127; bfloat16: 2^-8, and torch's int4 kernel itself
+# differs by CPU: 1e-3 held on AVX-512 machines and failed on an AVX2-only AMD EPYC, 2026-12-07).
+TOLERANCE = {"int4": 1e-2, "q4_1": 1e-2}
 
 
 @pytest.mark.parametrize("fmt", ["int4", "q4_1"])

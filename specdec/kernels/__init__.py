@@ -1,13 +1,16 @@
 """Native kernels, compiled on the running machine once and cached: ``rows.cpp`` (the row-exact
-int4 forward, ``specdec/models/native.py``) and ``q4.cpp`` (Q4_1 and Q8_0 block linears with
-integer dot products, ``specdec/models/quant.py``'s "q4_1" format).
+4-bit forward, ``specdec/models/native.py``), ``q4.cpp`` (Q4_1 and Q8_0 block linears as torch
+operators, ``specdec/models/quant.py``'s "q4_1" format) over ``blocks.cpp`` and ``lanes.h``, the
+torch-free core: one integer path per ISA (AVX-512 VNNI, AVX-VNNI, AVX2, NEON dotprod) and a
+plain C++ reference, all giving identical bits (``selftest.py`` checks them, ARM under qemu).
 
-Why compiled here and not shipped built: the loops are compiled for this CPU (``-march=native``:
-AVX-512 where it exists), against the torch that is installed, with the C++ compiler a Python
-install with headers already has. Nothing is fetched. The build takes about 20-40 s once; its
-result lives in ``root()/<hash>/`` (``$SPECDEC_KERNELS``, else ``<cache>/kernels``) keyed by the
-sources, torch's version, the CPU and the compiler flags, so a changed source, torch, machine or
-flag builds again. Where
+Why compiled here and not shipped built: the loops are compiled for this CPU (``-march=native``),
+against the torch that is installed, with the C++ compiler a Python install with headers already
+has. Which path runs is the compiler's choice from its macros at that build, nothing at run time.
+Nothing is fetched. The build takes about 20-60 s once; its result lives in ``root()/<hash>/``
+(``$SPECDEC_KERNELS``, else ``<cache>/kernels``) keyed by the sources, torch's version, the
+instruction set compiled (the compiler's predefined macros for ``march()``, on any OS and
+architecture) and the flags, so a changed source, torch, CPU or flag builds again. Where
 there is no compiler or the build fails, ``native()`` is None with the reason in ``why_not()``,
 and the engine keeps its TorchScript and eager forwards (each exact against its own plain
 decoding; only speed and rounding differ).
@@ -16,6 +19,8 @@ Contract:
 - ``native()``: ``torch.ops.specdec_native`` once built and loaded (building it if needed, with a
   line on stderr), None where it cannot be; ``$SPECDEC_NATIVE=0`` turns it off.
 - ``why_not()``: why ``native()`` is None ("" when it is not); ``key()``: the library's cache key.
+- ``path()``: the integer path the library runs ("avx512vnni", "avxvnni", "avx2", "neon-dotprod",
+  "reference"), "" where there is no library.
 - ``root()``: where built libraries live.
 - ``march()``: the ``-march`` the library is compiled for: ``$SPECDEC_KERNELS_MARCH``, else "native".
   Another value (e.g. "x86-64-v3": AVX2, no AVX-512) builds the paths another CPU would take, so
@@ -39,18 +44,24 @@ import torch
 
 from specdec.paths import cache_dir
 
-SOURCES = [Path(__file__).with_name(n) for n in ("rows.cpp", "q4.cpp", "q4.h")]
+SOURCES = [Path(__file__).with_name(n) for n in ("rows.cpp", "q4.cpp", "blocks.cpp", "q4.h", "blocks.h", "lanes.h")]
 _why = ""
 
 
-def _cpu_flags() -> str:
+@functools.cache
+def _isa() -> str:
+    """The instruction set the compiler targets for ``march()``: its predefined macros (``__AVX2__``,
+    ``__ARM_FEATURE_DOTPROD``, ...), the same on x86 and ARM, Linux and macOS. Keying the cache on
+    what is compiled, not on /proc/cpuinfo's x86 ``flags`` line, keeps two CPUs that share a cache
+    folder from loading each other's build."""
+    cxx = os.environ.get("CXX", "g++")
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return os.uname().machine
+        done = subprocess.run(
+            [cxx, f"-march={march()}", "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True, timeout=60
+        )
+        return done.stdout if done.returncode == 0 else f"{march()} {done.stderr[-200:]}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{march()} {os.uname().machine} {exc}"
 
 
 def root() -> Path:
@@ -68,11 +79,11 @@ def _flags() -> list[str]:
     torch's CPU builds, compiled into this library; without OpenMP it runs serially, and a second
     thread did nothing for the block linears (docs/memwall.md, "Threads"). The runtime is torch's
     own libgomp (same soname, already loaded), so torch.set_num_threads governs both."""
-    return ["-O3", f"-march={march()}", "-fopenmp", "-shared", "-fPIC", "-std=c++20", "-w"]
+    return ["-O3", f"-march={march()}", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC", "-std=c++20", "-w"]
 
 
 def _library() -> Path:
-    parts = [*(p.read_text() for p in SOURCES), torch.__version__, _cpu_flags(), sys.platform, *_flags()]
+    parts = [*(p.read_text() for p in SOURCES), torch.__version__, _isa(), sys.platform, *_flags()]
     key = "|".join(parts)
     return root() / hashlib.sha256(key.encode()).hexdigest()[:16] / "libspecdec_native.so"
 
@@ -135,6 +146,11 @@ def native():
 
 def why_not() -> str:
     return _why
+
+
+def path() -> str:
+    ops = native()
+    return str(ops.path()) if ops is not None else ""
 
 
 def key() -> str:

@@ -10,8 +10,8 @@ the activations' rounding to int8 per block (measured as weight error here, as a
 float model in experiments/int4_precision.py).
 
 Contract:
-- ``available(w)``: the native library built, the CPU has VNNI, and w [out, in] has in % 32 == 0
-  and out % 16 == 0.
+- ``available(w)``: the native library built (on any CPU: its integer path is chosen at build,
+  ``kernels.path()``) and w [out, in] has in % 32 == 0 and out % 16 == 0.
 - ``q4_1(w)`` and ``q8_0(w)``: ``(run, nbytes, error)`` as ``quant.py``'s makers give; ``run(x)`` is
   float32 ``x W'^T`` for x [rows, in]; ``run.operands`` the kernel's tensors (``models/native.py``).
 """
@@ -28,7 +28,7 @@ TILE = 16  # output rows per register (q4.cpp)
 
 def available(w: torch.Tensor) -> bool:
     ops = native()
-    return ops is not None and bool(ops.vnni()) and w.dim() == 2 and w.shape[1] % BLOCK == 0 and w.shape[0] % TILE == 0
+    return ops is not None and w.dim() == 2 and w.shape[1] % BLOCK == 0 and w.shape[0] % TILE == 0
 
 
 def _tiles(q: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,10 @@ Contract:
   code for a forward over ``tokens`` positions; ``exact`` for the verifier's forward, ``chain``
   when no tree mask is given. A row-exact format runs its rows forward on the verifier's call
   and on every one-token call (so each verifier row is bit for bit a plain step's row);
-  TorchScript covers chains only, trees then run eagerly; prefill keeps the batched lean layers.
+  TorchScript covers chains only, trees then run eagerly; prefill keeps the batched lean layers,
+  except on "native", which runs every forward, prefill and the final norm included, so that a
+  transcript is the kernels' arithmetic alone and the same on every CPU (kernels/lanes.h,
+  kernels/blocks.h), not torch's, whose attention and norms round differently by ISA.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ def default_rows(available: tuple[str, ...]) -> str:
 def kernel(forward: Forward, tokens: int, exact: bool, chain: bool) -> str:
     if forward.path == "hf":
         return "hf"
+    if forward.rows == "native":  # prefill too: every float the kernels' own, the same on every CPU
+        return "native"
     if not forward.rows or not (exact or tokens == 1):
         return "lean"
     if forward.rows == "script" and not chain:

@@ -119,4 +119,6 @@ class LeanTarget:
             for layer, (k, v) in zip(self.layers, bufs):
                 x = layer(x, cos, sin, k, v, L, att)
         kv.advance(cache, T)
+        if kind == "native":
+            return self._rows["native"].norm(x, self.norm)
         return F.rms_norm(x, (x.shape[-1],), self.norm, self.eps)

@@ -20,7 +20,7 @@ Contract:
 - ``rows(x, cos, sin, bufs, start, visible)``: ``rowexact.attend_rows`` layer after layer for x
   [T, hidden] at slots [start, start + T), ``visible`` None (a chain) or per row the new tokens'
   indices it sees (sorted, its own last); keys and values written into ``bufs``; returns the last
-  layer's output before the final norm.
+  layer's output before the final norm; ``norm(x, w)`` that final norm by the same loops.
 """
 
 from __future__ import annotations
@@ -64,6 +64,10 @@ class NativeLayers:
             out += [la.qkv.scale, *ws[0], bias, *ws[1], la.gate_up.scale, *ws[2], *ws[3]]
         la = layers[0]
         return cls(out, len(layers), la.H, la.KV, la.hd, float(la.eps))
+
+    def norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """The final RMSNorm by rows.cpp's loops (torch's differs by CPU in the last bits)."""
+        return native().norm(x.float().contiguous(), w.float(), self.eps)
 
     def rows(self, x, cos, sin, bufs, start: int, visible: list[list[int]] | None = None) -> torch.Tensor:
         ks, vs = [b[0] for b in bufs], [b[1] for b in bufs]
