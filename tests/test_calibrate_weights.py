@@ -9,7 +9,8 @@ from specdec.fast import calibrate_weights as W
 
 def test_measure_times_every_format_and_the_eager_twin_of_a_scripted_one(engine):
     formats = W.candidates(engine)
-    assert formats[0] == "fp32" and "int4" in formats  # int4's kernel is row-invariant here
+    assert formats[0] == "fp32" and "q4_1" in formats  # the integer path exists on every CPU
+    assert "int4" not in formats and "int8" not in formats  # torch's float kernels: verify ~ k steps
     timings = W.measure(engine, ["fp32", "int4"])
     assert engine.target.weights == "fp32"  # left as it was
     for fmt in ("fp32", "int4"):

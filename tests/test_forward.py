@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec.models.forward import ROWS, Forward, default_rows, kernel
+from specdec.models.forward import ROWS, SHORT_ROWS, Forward, default_rows, kernel
 
 
 def test_kernel_table():
@@ -19,6 +19,13 @@ def test_kernel_table():
         assert kernel(f, 1, False, True) == rows  # a plain step: row exact
         assert kernel(f, 5, True, True) == rows  # the verifier's chain
         assert kernel(f, 5, True, False) == ("eager" if rows == "script" else rows)  # TorchScript: chains only
+
+
+def test_a_drafts_forward_takes_the_native_loops_for_short_feeds_only():
+    draft = Forward("lean", "q4_1", "native", whole=False)
+    assert kernel(draft, 1, False, True) == "native" and kernel(draft, SHORT_ROWS, False, True) == "native"
+    assert kernel(draft, SHORT_ROWS + 1, False, True) == "lean"  # a prompt: the batched layers
+    assert kernel(Forward("lean", "q4_1", "", whole=False), 1, False, True) == "lean"  # nothing built
 
 
 def test_default_rows_is_the_fastest_built():

@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from specdec.kernels import native, path
+from specdec.kernels import native, path, planned_path
 from specdec.kernels import selftest as st
 from specdec.models import blocks
 
@@ -48,6 +48,7 @@ def test_the_builds_take_the_paths_they_name(results):
     assert names.get("neon-dotprod", "neon-dotprod") == "neon-dotprod"
     assert names.get("reference-arm", "reference") == "reference"
     assert native() is not None and path() == names["native"]  # the torch library runs the same path
+    assert planned_path() == path()  # what `specdec models` says without building
 
 
 @pytest.mark.slow

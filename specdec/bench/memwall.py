@@ -9,12 +9,14 @@ overhead. The bandwidth is measured on the running machine, never assumed.
 Contract:
 - ``bandwidth_gbs(gib=1.0, threads=None)``: the best of a few ``torch.sum`` over a float32
   tensor of ``gib`` GiB (larger than any cache), in GB/s, with the engine's thread count.
-- ``memwall(engine, none_tok_s)``: ``{"format", "kernel", "forward", "scripted", "bytes_per_step", "bandwidth_gbs",
+- ``memwall(engine, none_tok_s)``: ``{"format", "kernel", "path", "forward", "scripted", "bytes_per_step",
+  "bandwidth_gbs",
   "limit_tok_s", "none_share"}`` for the bench's JSON (``none_share``: the plain row's tokens/s
   over the limit; None without a plain row) plus the verify cost measured by the weight
   calibration (``specdec/fast/calibrate_weights.py``) when it ran: ``step_ms`` (the forward in use;
   ``script_step_ms``, ``eager_step_ms``: the same step on the others, ``forward`` names the one
-  kept: "native", "script", "eager") and ``r``
+  kept: "native", "script", "eager") and ``r``; ``path`` the kernels' integer path
+  (``kernels.path()``: "avx512vnni", "avxvnni", "avx2", "neon-dotprod", "reference"; "" without them)
   ``{k: verify time of k + 1 rows over one row}``.
 - ``describe(row) -> str``: the line the bench prints.
 """
@@ -26,6 +28,7 @@ import time
 import torch
 
 from specdec.fast.calibrate_weights import step_bytes
+from specdec.kernels import path as kernels_path
 
 KERNELS = {
     "fp32": "float32 linears (MKL/oneDNN, calibrated per shape)",
@@ -33,8 +36,8 @@ KERNELS = {
     "int8": "Q8_0-form int8 groups of 32 as two torch._weight_int4pack_mm_for_cpu passes",
     "int4": "Q4_1-form int4 groups of 32, torch._weight_int4pack_mm_for_cpu (bf16 activations), "
     "LM head int8; row-exact verifier",
-    "q4_1": "GGUF Q4_1 blocks x int8 activations per block, integer dot products (specdec/kernels/q4.cpp, "
-    "AVX-512 VNNI), LM head Q8_0; row-exact verifier",
+    "q4_1": "GGUF Q4_1 blocks x int8 activations per block, integer dot products (specdec/kernels/blocks.cpp, "
+    "path {path}), LM head Q8_0; row-exact verifier",
 }
 FORWARDS = {
     "native": "; layers as native loops (specdec/kernels/rows.cpp)",
@@ -59,9 +62,11 @@ def memwall(engine, none_tok_s: float | None, timings: dict | None = None) -> di
     bw = bandwidth_gbs()
     limit = bw * 1e9 / nbytes
     forward = engine.forward.rows  # the row-exact forward running ("" off a row-exact format)
+    isa = kernels_path()
     row = {
         "format": fmt,
-        "kernel": KERNELS.get(fmt, fmt) + FORWARDS.get(forward, ""),
+        "kernel": KERNELS.get(fmt, fmt).format(path=isa or "none") + FORWARDS.get(forward, ""),
+        "path": isa,
         "forward": forward,
         "scripted": forward == "script",
         "bytes_per_step": nbytes,

@@ -84,8 +84,15 @@ def run(args: argparse.Namespace) -> int:
                 "specdec models: error: list takes no names (did you mean `specdec models fetch ...`?)", file=sys.stderr
             )
             return 2
+        from specdec.kernels import planned_path
+
         rows = [describe(m) for m in known.MODELS]
+        isa = planned_path()
+        for r in rows:
+            r["kernel_path"] = isa
         print(json.dumps(rows, indent=2) if args.json else _table(rows))
+        if not args.json:
+            print(f"4-bit kernels on this CPU: the {isa} path (specdec/kernels; docs/memwall.md, 'Every CPU')")
         return 0
     return fetch(args)
 

@@ -54,6 +54,9 @@ def engine_from_args(args) -> Engine:
     engine.source = choice  # engine.model, engine.model_name and what vLLM's rows export read it
     draft_weights(engine, choice, choose_weights(engine, weights, mode))
     engine.calibrate(mode)
+    t = engine.target
+    if _batched(args) and t.weights != "fp32" and t.forward.rows != "native" and "native" in t.rows():
+        t.use_rows("native")  # a batch runs the native loops (BatchTarget.use): the solo path takes them too
     return engine
 
 
@@ -84,17 +87,23 @@ def draft_weights(engine, choice, fmt: str) -> str:
     return fmt
 
 
+def _batched(args) -> bool:
+    return (getattr(args, "max_batch", None) or 1) > 1 or getattr(args, "concurrency", None) is not None
+
+
 def _weights(args, choice) -> str:
-    """``--weights``; its ``auto`` measures only for a catalogue model from a GGUF on the CPU and a
-    command that does not batch requests (``--max-batch`` above 1 or any ``--concurrency``: fp32
-    else): the batch's ragged forward attends per group, not per row, so on int4 a batched request
-    is not proven identical to its solo run (measured: 6 of 8 mixed requests were; docs/memwall.md).
-    ``--concurrency 1`` counts as batching: its rows run through the batching backend, and on q4_1
-    a batch of one gave other tokens than the solo path on SmolLM2 (2026-12-06)."""
+    """``--weights``; its ``auto`` measures only for a catalogue model from a GGUF on the CPU. A
+    command that batches requests (``--max-batch`` above 1 or any ``--concurrency``) takes the 4-bit
+    formats only where the native kernels built: the batch target then runs every row through the
+    native loops, bit for bit its solo forward (``models/lean_rows.py``, tests/test_batch_native.py);
+    without them a batch's ragged forward attends per group, not per row, so it keeps fp32
+    (before 2026-12-07 every batch did: on q4_1 a batch of one gave other tokens than the solo path)."""
+    from specdec.kernels import native
+
     weights = getattr(args, "weights", "auto")
     from_gguf = choice.model is not None and bool(choice.model.parts)
-    batched = (getattr(args, "max_batch", None) or 1) > 1 or getattr(args, "concurrency", None) is not None
-    return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu" or batched) else weights
+    exact_batch = not _batched(args) or native() is not None
+    return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu" or not exact_batch) else weights
 
 
 def choose_weights(engine, weights: str, mode: str = "auto") -> str:

@@ -10,7 +10,11 @@ machine) compete with float32: a format that could make the verifier's k-row for
 differently from the plain step would break exactness against plain decoding.
 
 Contract:
-- ``candidates(engine)``: "fp32" and the row-exact formats available for the target here.
+- ``candidates(engine)``: "fp32" and the row-exact formats available for the target here; where
+  the integer block format "q4_1" is one of them, torch's float kernels ("int4", "int8") are not:
+  their verify cost grows like k plain steps (a float multiply-add per weight per row), so they
+  could only win a plain step and lose every speculative one, and timing them would hold more
+  copies of the weights at once (the 1.5B coder held 16.5 GB calibrating four formats).
 - ``measure(engine, formats) -> {fmt: {"step_us", "verify_us": {k: us}, "bytes"}}``: the plain
   step (one row), the verifier's forward of k + 1 rows (k in ``VERIFY_K``) and the weight bytes a
   step reads, each the minimum of a few samples; the engine is left on the format it had. Where
@@ -48,6 +52,7 @@ from specdec.models.native import kernels_key
 from specdec.paths import cache_dir
 
 VERIFY_K = (4, 8)
+TORCH_FLOAT = ("int4", "int8")  # torch's kernels: bfloat16 multiply-adds per weight and row
 PRIOR_ALPHA = 0.6  # acceptance assumed by the choice: the draft's prior (proposers/draft_k.AcceptanceTracker)
 
 
@@ -59,7 +64,7 @@ def candidates(engine) -> list[str]:
             w = target.decoder.layers[0].mlp.down_proj.weight
             if Q.row_invariant(Q.quantize(w, fmt)):
                 out.append(fmt)
-    return out
+    return [f for f in out if f not in TORCH_FLOAT] if "q4_1" in out else out
 
 
 def step_bytes(target) -> int:

@@ -20,7 +20,9 @@ Contract:
   line on stderr), None where it cannot be; ``$SPECDEC_NATIVE=0`` turns it off.
 - ``why_not()``: why ``native()`` is None ("" when it is not); ``key()``: the library's cache key.
 - ``path()``: the integer path the library runs ("avx512vnni", "avxvnni", "avx2", "neon-dotprod",
-  "reference"), "" where there is no library.
+  "reference"), "" where there is no library. ``planned_path()``: the path a build for ``march()``
+  takes, read from the compiler's macros without building (for ``specdec models``; the same
+  rule as blocks.cpp's ``#if`` chain, tests/test_kernels.py checks they agree).
 - ``root()``: where built libraries live.
 - ``march()``: the ``-march`` the library is compiled for: ``$SPECDEC_KERNELS_MARCH``, else "native".
   Another value (e.g. "x86-64-v3": AVX2, no AVX-512) builds the paths another CPU would take, so
@@ -34,6 +36,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -146,6 +149,17 @@ def native():
 
 def why_not() -> str:
     return _why
+
+
+def planned_path() -> str:
+    macros = set(re.findall(r"#define (\w+)", _isa()))
+    if {"__AVX512VNNI__", "__AVX512BW__"} <= macros:
+        return "avx512vnni"
+    if {"__AVX2__", "__FMA__", "__F16C__"} <= macros:
+        return "avxvnni" if "__AVXVNNI__" in macros else "avx2"
+    if {"__ARM_FEATURE_DOTPROD", "__aarch64__"} <= macros:
+        return "neon-dotprod"
+    return "reference"
 
 
 def path() -> str:

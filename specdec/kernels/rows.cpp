@@ -14,6 +14,10 @@
 //   seeing slots [0, start) and then start + vis[j] for j in [vis_off[t], vis_off[t + 1]) in order
 //   (a tree node: the prefix, its ancestors, itself).
 // Returns the last layer's output [T, C] (before the final norm).
+// specdec_native::rows_slots(x, w, cos, sin, ks, vs, slot, start, at, vis, vis_off, H, KV, hd, eps):
+// the same for rows of many sequences in one call (the batch target, specdec/models/lean_rows.py):
+// per layer [S, KV, capacity, hd] caches, and per row its slot, prefix length and write position
+// (at rows_slots below); each row's floats are what ``rows`` gives that row of its sequence alone.
 // specdec_native::norm(x, w, eps): that final RMSNorm by the same loops (so a forward's floats are
 // this file's and the kernels' alone, the same on every CPU).
 //
@@ -38,6 +42,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -83,35 +88,45 @@ struct Keys {
   int64_t size() const { return start + n; }
 };
 
-Keys keys_of(int64_t t, int64_t start, const at::Tensor& vis, const at::Tensor& off) {
-  if (vis.numel() == 0 && off.numel() == 0) return {start, t + 1, nullptr};
-  const int64_t* o = off.data_ptr<int64_t>();
-  return {start, o[t + 1] - o[t], vis.data_ptr<int64_t>() + o[t]};
-}
+// Per row t of a call: the cache slot its key and value go to (``slot``: which sequence, ``at``: which
+// position) and the keys it attends over, in order.
+struct Plan {
+  std::vector<int64_t> slot, at;
+  std::vector<Keys> keys;
+  int64_t most = 0;  // the longest key list
+  void add(int64_t s, int64_t a, Keys k) {
+    slot.push_back(s);
+    at.push_back(a);
+    keys.push_back(k);
+    most = std::max(most, k.size());
+  }
+};
 
-at::Tensor rows(at::Tensor x, std::vector<at::Tensor> w, at::Tensor cos, at::Tensor sin, std::vector<at::Tensor> ks,
-                std::vector<at::Tensor> vs, int64_t start, at::Tensor vis, at::Tensor vis_off, int64_t H, int64_t KV,
-                int64_t hd, double eps_d) {
+// The forward of T rows through every layer. ks, vs: per layer [S, KV, capacity, hd] (or [KV,
+// capacity, hd], S = 1) float32 caches.
+at::Tensor forward(at::Tensor x, const std::vector<at::Tensor>& w, at::Tensor cos, at::Tensor sin,
+                   std::vector<at::Tensor>& ks, std::vector<at::Tensor>& vs, const Plan& plan, int64_t H, int64_t KV,
+                   int64_t hd, double eps_d) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "x must be [T, C] float32");
   TORCH_CHECK(static_cast<int64_t>(w.size()) == kStride * static_cast<int64_t>(ks.size()), "15 weights per layer");
   x = x.contiguous().clone();
   cos = cos.contiguous();
   sin = sin.contiguous();
-  vis = vis.contiguous();
-  vis_off = vis_off.contiguous();
   const int64_t T = x.size(0), C = x.size(1), D = (H + KV) * hd, group = H / KV;
+  TORCH_CHECK(static_cast<int64_t>(plan.at.size()) == T, "one plan entry per row");
   const float eps = static_cast<float>(eps_d);
   at::Tensor h = at::empty({T, C}, x.options());
   at::Tensor q = at::empty({T, H * hd}, x.options());
   at::Tensor att = at::empty({T, H * hd}, x.options());
-  const int64_t most = start + T;
   float* X = x.data_ptr<float>();
   for (size_t l = 0; l < ks.size(); ++l) {
     const at::Tensor* L = w.data() + l * kStride;
     at::Tensor& kc = ks[l];
     at::Tensor& vc = vs[l];
-    TORCH_CHECK(kc.is_contiguous() && vc.is_contiguous() && kc.size(1) >= most, "caches must hold the new slots");
-    const int64_t cap = kc.size(1);
+    const int64_t cap = kc.size(-2), slots = kc.numel() / (KV * cap * hd), per_slot = KV * cap * hd;
+    TORCH_CHECK(kc.is_contiguous() && vc.is_contiguous() && kc.size(-1) == hd && kc.size(-3) == KV, "cache shapes");
+    for (int64_t t = 0; t < T; ++t)
+      TORCH_CHECK(plan.slot[t] < slots && plan.at[t] < cap && plan.keys[t].size() <= cap, "caches must hold the rows");
     float* K = kc.data_ptr<float>();
     float* V = vc.data_ptr<float>();
     rms_norm(X, L[0].data_ptr<float>(), h.data_ptr<float>(), T, C, eps);
@@ -121,21 +136,23 @@ at::Tensor rows(at::Tensor x, std::vector<at::Tensor> w, at::Tensor cos, at::Ten
     for (int64_t t = 0; t < T; ++t) {
       const float *yr = Y + t * yw, *c = cos.data_ptr<float>() + t * D, *s = sin.data_ptr<float>() + t * D;
       for (int64_t i = 0; i < H; ++i) rope(yr + i * hd, c + i * hd, s + i * hd, q.data_ptr<float>() + t * H * hd + i * hd, hd);
+      float *Ks = K + plan.slot[t] * per_slot, *Vs = V + plan.slot[t] * per_slot;
       for (int64_t g = 0; g < KV; ++g) {
-        const int64_t slot = start + t;
-        rope(yr + (H + g) * hd, c + (H + g) * hd, s + (H + g) * hd, K + (g * cap + slot) * hd, hd);
-        std::memcpy(V + (g * cap + slot) * hd, yr + D + g * hd, hd * sizeof(float));
+        const int64_t at = plan.at[t];
+        rope(yr + (H + g) * hd, c + (H + g) * hd, s + (H + g) * hd, Ks + (g * cap + at) * hd, hd);
+        std::memcpy(Vs + (g * cap + at) * hd, yr + D + g * hd, hd * sizeof(float));
       }
     }
     const float* Qp = q.data_ptr<float>();
     float* A = att.data_ptr<float>();
     at::parallel_for(0, T * H, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<float> scores(most);
+      std::vector<float> scores(plan.most);
       for (int64_t i = lo; i < hi; ++i) {
         const int64_t t = i / H, head = i % H, g = head / group;
-        const Keys keys = keys_of(t, start, vis, vis_off);
-        specdec::lanes::attend<Vec>(Qp + i * hd, K + g * cap * hd, V + g * cap * hd, hd, keys.size(),
-                                    [&](int64_t j) { return keys.slot(j); }, hd, scores.data(), A + i * hd);
+        const Keys& keys = plan.keys[t];
+        const float *Ks = K + plan.slot[t] * per_slot + g * cap * hd, *Vs = V + plan.slot[t] * per_slot + g * cap * hd;
+        specdec::lanes::attend<Vec>(Qp + i * hd, Ks, Vs, hd, keys.size(), [&](int64_t j) { return keys.slot(j); }, hd,
+                                    scores.data(), A + i * hd);
       }
     });
     x.add_(linear(att, L + 5, nullptr));
@@ -149,6 +166,45 @@ at::Tensor rows(at::Tensor x, std::vector<at::Tensor> w, at::Tensor cos, at::Ten
     x.add_(linear(a, L + 12, nullptr));
   }
   return x;
+}
+
+// One sequence: row t at slot start + t, seeing [0, start + t] (a chain) or its tree list.
+at::Tensor rows(at::Tensor x, std::vector<at::Tensor> w, at::Tensor cos, at::Tensor sin, std::vector<at::Tensor> ks,
+                std::vector<at::Tensor> vs, int64_t start, at::Tensor vis, at::Tensor vis_off, int64_t H, int64_t KV,
+                int64_t hd, double eps) {
+  vis = vis.contiguous();
+  vis_off = vis_off.contiguous();
+  Plan plan;
+  const bool chain = vis.numel() == 0 && vis_off.numel() == 0;
+  const int64_t* o = chain ? nullptr : vis_off.data_ptr<int64_t>();
+  for (int64_t t = 0; t < x.size(0); ++t)
+    plan.add(0, start + t, chain ? Keys{start, t + 1, nullptr} : Keys{start, o[t + 1] - o[t], vis.data_ptr<int64_t>() + o[t]});
+  return forward(x, w, cos, sin, ks, vs, plan, H, KV, hd, eps);
+}
+
+// Many sequences in one call (the batch target): row t belongs to cache slot slot[t], whose prefix
+// holds start[t] positions; its key goes to position at[t] (start[t] + its index among its
+// sequence's new rows); it sees [0, at[t]] (a chain: vis_off[t + 1] == vis_off[t]) or [0, start[t])
+// and then start[t] + vis[j] for j in [vis_off[t], vis_off[t + 1]) (a tree node).
+at::Tensor rows_slots(at::Tensor x, std::vector<at::Tensor> w, at::Tensor cos, at::Tensor sin,
+                      std::vector<at::Tensor> ks, std::vector<at::Tensor> vs, at::Tensor slot, at::Tensor start,
+                      at::Tensor at, at::Tensor vis, at::Tensor vis_off, int64_t H, int64_t KV, int64_t hd, double eps) {
+  slot = slot.contiguous();
+  start = start.contiguous();
+  at = at.contiguous();
+  vis = vis.contiguous();
+  vis_off = vis_off.contiguous();
+  const int64_t T = x.size(0);
+  TORCH_CHECK(slot.numel() == T && start.numel() == T && at.numel() == T && vis_off.numel() == T + 1, "per-row lists");
+  const int64_t *S = slot.data_ptr<int64_t>(), *L = start.data_ptr<int64_t>(), *A = at.data_ptr<int64_t>();
+  const int64_t* o = vis_off.data_ptr<int64_t>();
+  const int64_t* v = vis.numel() > 0 ? vis.data_ptr<int64_t>() : nullptr;
+  Plan plan;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n = o[t + 1] - o[t];
+    plan.add(S[t], A[t], n == 0 ? Keys{L[t], A[t] - L[t] + 1, nullptr} : Keys{L[t], n, v + o[t]});
+  }
+  return forward(x, w, cos, sin, ks, vs, plan, H, KV, hd, eps);
 }
 
 // The final norm of the native forward: rms_norm row by row, the same floats on every CPU.
@@ -168,6 +224,10 @@ TORCH_LIBRARY(specdec_native, m) {
       "rows(Tensor x, Tensor[] w, Tensor cos, Tensor sin, Tensor[] ks, Tensor[] vs, int start, Tensor vis, "
       "Tensor vis_off, int H, int KV, int hd, float eps) -> Tensor",
       &rows);
+  m.def(
+      "rows_slots(Tensor x, Tensor[] w, Tensor cos, Tensor sin, Tensor[] ks, Tensor[] vs, Tensor slot, Tensor start, "
+      "Tensor at, Tensor vis, Tensor vis_off, int H, int KV, int hd, float eps) -> Tensor",
+      &rows_slots);
   m.def("q4_linear(Tensor x, Tensor qs, Tensor d, Tensor m, bool reference=False) -> Tensor", &specdec::q4_linear);
   m.def("q8_linear(Tensor x, Tensor qs, Tensor d, bool reference=False) -> Tensor", &specdec::q8_linear);
   m.def("norm(Tensor x, Tensor w, float eps) -> Tensor", &norm);

@@ -15,9 +15,11 @@ one; ``hidden(s)`` is the LM head's input at each of those positions (what Medus
 - ``step(entries, feeds)``: ``score`` and prefill chunks (``chunks(rows, chunk)``) in one forward.
 - ``move(src, dst)`` relocates a row (the scheduler keeps running rows in slots 0..n-1); ``free``.
 ``paths`` are the forwards it can run, as ``specdec/models/target.py``'s: "hf" (transformers' decoder) and,
-given the engine's ``LeanTarget`` (``lean=``), "lean" (``batch/lean_rows.py``: the same fused
-layers over ragged rows); ``use(path)`` picks one (the scheduler takes the solo path's calibrated
-choice). ``head``: the LM head to apply (the solo target's packed head; default the model's).
+given the engine's ``LeanTarget`` (``lean=``), "lean" (``models/lean_rows.py``: the same fused
+layers over ragged rows, or on a 4-bit target the native loops, ``use("lean", "native")``);
+``use(path, rows)`` picks one (the scheduler takes the solo target's calibrated ``Forward``, so a
+batch runs the weight format and kernels a single request runs). ``head``: the LM head to apply
+(the solo target's packed head; default the model's).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import replace
 import torch
 
 from specdec.core.tree import Draft, tree_attention_mask
+from specdec.kernels import why_not
 from specdec.models.forward import Forward
 from specdec.models.lean_rows import LeanRows
 from specdec.models.packed import pack_linears, packed_scope
@@ -57,10 +60,20 @@ class BatchTarget:
     def paths(self) -> tuple[str, ...]:
         return ("hf", "lean") if self.lean is not None else ("hf",)
 
-    def use(self, path: str) -> None:
+    def use(self, path: str, rows: str = "") -> None:
+        """Run ``path``; ``rows`` "native" (the solo target's row forward, where the lean target built
+        it) runs the lean path through the native loops, every row exactly its solo forward."""
         if path not in self.paths:
             raise ValueError(f"batch target path {path!r} not available here: {', '.join(self.paths)}")
-        self.forward = replace(self.forward, path=path)
+        if rows == "native" and (path != "lean" or self.lean.lean.native() is None):
+            raise ValueError("the native batch forward needs the lean path on a 4-bit target with native layers")
+        fmt = self.lean.lean.fmt if path == "lean" else "fp32"
+        if fmt != "fp32" and rows != "native":  # ragged SDPA rows would not be the solo forward's
+            raise ValueError(
+                f"batching on {fmt} weights runs the native kernels, which did not build here "
+                f"({why_not() or 'the solo target runs another forward'}); use --weights fp32"
+            )
+        self.forward = replace(self.forward, path=path, rows="native" if rows == "native" else "")
 
     @property
     def path(self) -> str:
@@ -73,6 +86,12 @@ class BatchTarget:
         """The last hidden states [B, Q, H] of one forward over ``entries`` (slots lo ..)."""
         if self.path == "lean":
             rows = [self._row(e, lo + b) for b, e in enumerate(entries)]
+            if self.forward.rows == "native":
+
+                def one_mask(bs: list[int]) -> torch.Tensor:
+                    return self._inputs([(lo + b, entries[b]) for b in bs])[2]
+
+                return self.lean.native_hidden(self.cache, lo, rows, one_mask)
             one = sum(r is not None for r in rows) == 1
             if one and all(r is None or r[3] for r in rows):  # a lone chain needs no 4-D mask
                 return self.lean.hidden(self.cache, lo, rows, None)

@@ -14,10 +14,13 @@ and row count, for every model in the process) and the environment's off switche
 make a path unavailable before anything chooses.
 
 Contract:
-- ``Forward(path, weights, rows)``: ``path`` "hf" (transformers' decoder) or "lean" (the fused
-  layers, ``lean_target.py``); ``weights`` the format (``quant.FORMATS``; anything but "fp32"
+- ``Forward(path, weights, rows, whole)``: ``path`` "hf" (transformers' decoder) or "lean" (the
+  fused layers, ``lean_target.py``); ``weights`` the format (``quant.FORMATS``; anything but "fp32"
   runs on the lean path only); ``rows`` the row-exact forward of a row-exact format ("native",
-  "script" or "eager"), "" where there is none.
+  "script" or "eager"), "" where there is none; ``whole`` True for a target (its rows forward
+  decides every call it must, below), False for a 4-bit draft (``proposers/draft_quant.py``: the
+  native loops for feeds of at most ``SHORT_ROWS`` tokens, the batched lean layers for longer ones;
+  a draft needs no row-exactness, its q is what it sampled from).
 - ``ROWS``: the row-exact forwards, fastest first by default: ``default_rows(available)`` is the
   first of ``available`` (what a fresh lean target built), "" for none.
 - ``kernel(forward, tokens, exact, chain)`` -> "hf", "lean", "native", "script" or "eager": the
@@ -37,11 +40,15 @@ from dataclasses import dataclass
 ROWS = ("native", "script", "eager")  # row-exact forwards, the default order (fastest first)
 
 
+SHORT_ROWS = 32  # a draft's longest feed on its rows forward; measured faster than lean up to 64 rows
+
+
 @dataclass(frozen=True)
 class Forward:
     path: str = "hf"
     weights: str = "fp32"
     rows: str = ""
+    whole: bool = True  # the rows forward runs every call (a target); False: feeds up to SHORT_ROWS (a draft)
 
 
 def default_rows(available: tuple[str, ...]) -> str:
@@ -51,8 +58,10 @@ def default_rows(available: tuple[str, ...]) -> str:
 def kernel(forward: Forward, tokens: int, exact: bool, chain: bool) -> str:
     if forward.path == "hf":
         return "hf"
-    if forward.rows == "native":  # prefill too: every float the kernels' own, the same on every CPU
-        return "native"
+    if forward.rows == "native" and (forward.whole or tokens <= SHORT_ROWS):
+        return "native"  # a target's prefill too: every float the kernels' own, the same on every CPU
+    if not forward.whole:
+        return "lean"  # a draft: q is what it sampled from, so long feeds take the batched layers
     if not forward.rows or not (exact or tokens == 1):
         return "lean"
     if forward.rows == "script" and not chain:

@@ -22,8 +22,12 @@ blocked), or None when the one participating row is a chain. Returns the final-n
   ``scaled_dot_product_attention`` per ``Group``: rows of at most ``SHORT`` tokens (decode steps,
   drafts, trees) together, longer ones (prefill chunks) together, so a chunk's queries do not pad
   the decoding rows.
+- ``native_hidden(cache, lo, rows, mask)``: the same through the native loops (on a 4-bit target
+  whose solo forward is "native"): one call for every row of every slot, the linears reading each
+  weight block once for all of them, and every row's floats those of its solo forward.
 Exactness: as for the lean target, the verifier compares tokens; docs/batching.md says where a
-near-tie could flip in principle and tests check the shipped prompts.
+near-tie could flip in principle and tests check the shipped prompts. On the native loops there is
+no such near-tie: a request's logits in a batch are bit for bit its solo ones.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.models.lean import causal_mask, rope_table
+from specdec.models.rowexact import visible_rows
 from specdec.models.slots import SlotCache
 
 
@@ -65,6 +70,40 @@ class LeanRows:
             out[b, : h.shape[0]] = h
             return out
         return self._many(bufs, lo, rows, real, Q, mask)
+
+    @torch.inference_mode()
+    def native_hidden(self, cache: SlotCache, lo: int, rows: list, mask) -> torch.Tensor:
+        """``hidden`` through the native loops (``LeanTarget.native()``, a row-exact format): every
+        row's floats are those the solo target's native forward gives it (prefill chunks too: the
+        loops are row-exact), so a request in a batch emits its solo tokens."""
+        real = [b for b, r in enumerate(rows) if r is not None]
+        Q = max(len(rows[b][0]) for b in real)
+        bufs = self._buffers(cache)
+        tokens, positions, slot, start, at, visible = [], [], [], [], [], []
+        for b in real:
+            tok, pos, L, chain = rows[b]
+            n = tok.shape[0]
+            tokens.append(tok)
+            positions.append(pos)
+            slot += [lo + b] * n
+            start += [L] * n
+            at += range(L, L + n)
+            if chain:
+                visible += [None] * n
+            else:
+                m = mask([b]) if callable(mask) else mask[b : b + 1]
+                visible += visible_rows(m[:, :, :n, : L + n], L)
+        pos = torch.cat(positions)
+        x = self.embed[torch.cat(tokens)]
+        native = self.lean.native()
+        h = native.norm(native.rows_slots(x, self.cos[pos], self.sin[pos], bufs, slot, start, at, visible), self.norm)
+        out = h.new_zeros((len(rows), Q, h.shape[-1]))
+        i = 0
+        for b in real:
+            n = rows[b][0].shape[0]
+            out[b, :n] = h[i : i + n]
+            i += n
+        return out
 
     def _one(self, bufs, s: int, tokens, positions, L: int, chain: bool, mask) -> torch.Tensor:
         """``LeanTarget.hidden`` on slot ``s``'s views: the solo step's computation."""

@@ -80,6 +80,10 @@ class LeanTarget:
         self.dtype = self.embed.dtype
         self.cos = self.sin = self.embed.new_empty((0, 0))
 
+    def native(self):
+        """The native layers built here (``native.NativeLayers``), or None."""
+        return self._rows["native"]
+
     def rows(self) -> tuple[str, ...]:
         """The row-exact forwards this target can run, in ``forward.ROWS`` order; () off a row-exact format."""
         if not self.row_exact:

@@ -20,7 +20,9 @@ Contract:
 - ``rows(x, cos, sin, bufs, start, visible)``: ``rowexact.attend_rows`` layer after layer for x
   [T, hidden] at slots [start, start + T), ``visible`` None (a chain) or per row the new tokens'
   indices it sees (sorted, its own last); keys and values written into ``bufs``; returns the last
-  layer's output before the final norm; ``norm(x, w)`` that final norm by the same loops.
+  layer's output before the final norm; ``norm(x, w)`` that final norm by the same loops;
+  ``rows_slots(x, cos, sin, bufs, slot, start, at, visible)`` rows of many sequences (the batch
+  target's slot cache) in one call, each row's floats those of its sequence alone.
 """
 
 from __future__ import annotations
@@ -68,6 +70,20 @@ class NativeLayers:
     def norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """The final RMSNorm by rows.cpp's loops (torch's differs by CPU in the last bits)."""
         return native().norm(x.float().contiguous(), w.float(), self.eps)
+
+    def rows_slots(self, x, cos, sin, bufs, slot: list, start: list, at: list, visible: list) -> torch.Tensor:
+        """Rows of many sequences in one call (the batch target): ``bufs`` per layer [S, KV,
+        capacity, hd]; per row its cache slot, its sequence's prefix length, the position its key
+        goes to, and ``visible[t]`` None (a chain: [0, at]) or its tree list (indices from the
+        prefix, its own last). Row t's floats are what ``rows`` gives it in its sequence alone."""
+        ks, vs = [b[0] for b in bufs], [b[1] for b in bufs]
+        lists = [seen or [] for seen in visible]
+        vis = torch.tensor([i for seen in lists for i in seen], dtype=torch.long)
+        off = torch.tensor([0, *torch.tensor([len(s) for s in lists]).cumsum(0).tolist()], dtype=torch.long)
+        per_row = [torch.tensor(v, dtype=torch.long) for v in (slot, start, at)]
+        x, cos, sin = x.float(), cos.float(), sin.float()
+        dims = (self.H, self.KV, self.hd, self.eps)
+        return native().rows_slots(x, self.weights, cos, sin, ks, vs, *per_row, vis, off, *dims)
 
     def rows(self, x, cos, sin, bufs, start: int, visible: list[list[int]] | None = None) -> torch.Tensor:
         ks, vs = [b[0] for b in bufs], [b[1] for b in bufs]

@@ -28,10 +28,11 @@ from __future__ import annotations
 import torch
 
 from specdec.models import quant as Q
+from specdec.models.forward import SHORT_ROWS, Forward, kernel
 from specdec.models.lean_target import ROW_EXACT, LeanTarget, supports_quantized
 from specdec.proposers.draft_runner import HFRunner
 
-NATIVE_ROWS = 32  # the longest feed the native loops take; measured faster than lean up to 64 rows
+NATIVE_ROWS = SHORT_ROWS  # the longest feed the native loops take (models/forward.py decides)
 
 
 def formats(model: torch.nn.Module) -> tuple[str, ...]:
@@ -66,8 +67,10 @@ class QuantRunner(HFRunner):
             self._sub = Q.quantize(rows.contiguous(), Q.HEAD.get(self.fmt, self.fmt))
 
     def kind(self, rows: int) -> str:
-        """The forward a feed of ``rows`` tokens runs: "native" where built and short enough."""
-        return "native" if rows <= NATIVE_ROWS and "native" in self.lean.rows() else "lean"
+        """The forward a feed of ``rows`` tokens runs, as ``forward.kernel`` decides for a draft:
+        "native" where built and the feed is short enough, else "lean"."""
+        native = "native" if "native" in self.lean.rows() else ""
+        return kernel(Forward("lean", self.fmt, native, whole=False), rows, False, True)
 
     @torch.inference_mode()
     def forward(self, tokens: list[int]) -> torch.Tensor:

@@ -88,7 +88,8 @@ class BatchBackend(Steps, QueueFront):
         self.slots, self.capacity = plan_slots(engine.target.model, engine.context, self.max_batch, self.kv_tokens)
         t = engine.target
         self._target = BatchTarget(t.model, self.slots, self.capacity, t.vocab, lean=t.lean, head=t.head)
-        self._target.use(t.path)  # the forward calibration chose for the solo path (specdec/fast/calibrate.py)
+        # the forward calibration chose for the solo path (specdec/fast/calibrate.py), native rows included
+        self._target.use(t.path, t.forward.rows)
         self._proposers = Proposers(engine, self.slots, self.capacity)
         self._states = States(self._proposers.batched)  # each row's proposer state, from its method's form
         self._loaded.set()
