@@ -48,11 +48,13 @@ def test_decide_weighs_the_verify_cost_of_a_speculative_step():
     assert W.decide(qwen) == "q4_1" and W.decide(qwen, alpha=0.0) == "int4"
 
 
-def test_auto_weights_are_fp32_for_any_command_that_runs_the_batching_backend():
-    """``--concurrency 1`` runs its rows through the batching backend, and on q4_1 a batch of one
-    gave other tokens than the solo path (2026-12-06): auto keeps fp32 there, as for c > 1."""
+def test_auto_weights_stay_4_bit_for_batching_only_where_the_native_batch_forward_exists(monkeypatch):
+    """A batch on 4-bit weights runs the native loops, every row its solo forward
+    (tests/test_batch_native.py); without the kernels a batch's ragged forward is not row-exact, so
+    auto keeps fp32 for any command that runs the batching backend (``--concurrency 1`` included)."""
     from types import SimpleNamespace as NS
 
+    import specdec.kernels
     from specdec.engine.load import _weights
 
     gguf = NS(model=NS(parts=["model.gguf"]))
@@ -61,6 +63,9 @@ def test_auto_weights_are_fp32_for_any_command_that_runs_the_batching_backend():
         return _weights(NS(weights="auto", device="cpu", **kw), gguf)
 
     assert auto() == "auto" and auto(max_batch=1) == "auto"  # one request at a time: measured
+    assert auto(concurrency=[1]) == "auto" and auto(max_batch=8) == "auto"  # native batches: measured too
+    monkeypatch.setattr(specdec.kernels, "native", lambda: None)  # no kernels: batches keep fp32
     assert auto(concurrency=[1]) == "fp32" and auto(concurrency=[1, 8]) == "fp32" and auto(max_batch=8) == "fp32"
+    assert auto() == "auto"  # a single request still measures (torch's int4 kernel, if any)
     assert _weights(NS(weights="int4", device="cpu", concurrency=[1]), gguf) == "int4"  # asked for: kept
     assert _weights(NS(weights="auto", device="cpu"), NS(model=None)) == "fp32"  # not from a GGUF
