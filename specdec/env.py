@@ -4,10 +4,11 @@ meaning and default, and the few standard ones (``CXX``, ``XDG_CACHE_HOME``) rea
 Contract: no imports of the package, no torch, no I/O at import (``specdec --help`` prints
 ``help_text()``). ``get(name)`` is the variable's value, or its default when it is unset or empty
 (every reader treated an empty value as unset before this table); a name missing from the table
-raises ``KeyError``, so a new variable is listed here before it is read. ``on(name)`` is a switch:
-false only for ``"0"``. specdec/paths.py reads ``SPECDEC_ASSETS`` and ``SPECDEC_CACHE`` itself
-(it imports nothing of the package); they are listed here all the same. tests/test_house.py
-checks that every ``SPECDEC_*`` name in the package is a key of ``VARS``.
+raises ``KeyError``, so a new variable is listed here before it is read. ``on(name)`` is a switch,
+false only for ``"0"``; ``raw(name)`` is the value as set, for a run's record of its settings.
+specdec/paths.py reads ``SPECDEC_ASSETS`` and ``SPECDEC_CACHE`` itself (it imports nothing of the
+package); they are listed here all the same. tests/test_house.py checks that every ``SPECDEC_*``
+name in the package is a key of ``VARS``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def get(name: str) -> str | None:
     """The variable's value, else its default (unset and empty are the same)."""
     var = VARS[name] if name in VARS else OTHER[name]
     return os.environ.get(name) or var.default
+
+
+def raw(name: str) -> str | None:
+    """The variable as set (None when unset), for a run's record of its settings."""
+    (VARS[name] if name in VARS else OTHER[name])  # listed, or KeyError
+    return os.environ.get(name)
 
 
 def on(name: str) -> bool:

@@ -1,4 +1,4 @@
-"""README.md's bench figures, from a ``specdec bench`` results JSON (used by experiments/doc_figures.py).
+"""README.md's bench figures, from a ``specdec bench`` results JSON (used by specdec/bench/docs/figures.py).
 
 Contract: ``table(result)`` is the markdown table of every row (tokens/s, speedup against the
 fastest plain decoding of the run, against our ``none``, tau, alpha, identical); ``ratio(result,
