@@ -94,3 +94,23 @@ def test_every_specdec_variable_is_in_the_table_and_in_help(monkeypatch):
         pass
     else:
         raise AssertionError("an unlisted variable must not be read")
+
+
+# names in docs/architecture.md that look like files but are not ours: a project, a file it says is absent
+NOT_FILES = {"llama.cpp", "none.py"}
+
+
+def test_every_file_named_in_architecture_md_exists():
+    """A path with a folder exists from the checkout's root, specdec/ or docs/; a bare file name
+    exists somewhere in specdec/ or assets/ (the page names it beside its folder)."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w./$<-])((?:[\w.-]+/)*[\w.-]+\.(?:py|md|jsonl|json|cpp|h|svg|sh|toml)\b)", text))
+    assert len(named) > 40  # it reads the page's paths
+    ours = {p.name for folder in ("specdec", "assets") for p in (ROOT / folder).rglob("*") if p.is_file()}
+    bases = (ROOT, ROOT / "specdec", ROOT / "docs")
+    missing = sorted(
+        p for p in named - NOT_FILES if not (any((b / p).exists() for b in bases) or ("/" not in p and p in ours))
+    )
+    assert missing == []

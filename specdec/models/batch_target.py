@@ -15,7 +15,7 @@ one; ``hidden(s)`` is the LM head's input at each of those positions (what Medus
 - ``step(entries, feeds)``: ``score`` and prefill chunks (``chunks(rows, chunk)``) in one forward.
 - ``move(src, dst)`` relocates a row (the scheduler keeps running rows in slots 0..n-1); ``free``.
 ``paths`` are the forwards it can run, as ``specdec/models/target.py``'s: "hf" (transformers' decoder) and,
-given the engine's ``LeanTarget`` (``lean=``), "lean" (``batch/lean_rows.py``: the same fused
+given the engine's ``LeanTarget`` (``lean=``), "lean" (``models/lean_rows.py``: the same fused
 layers over ragged rows); ``use(path)`` picks one (the scheduler takes the solo path's calibrated
 choice). ``head``: the LM head to apply (the solo target's packed head; default the model's).
 """

@@ -4,7 +4,7 @@ Contract: ``load(name)`` reads ``docs/results/NAME.json`` (cached); ``table(head
 markdown table; ``sweep_table``, ``heads_table``, ``lookup_sets_table``, ``lookup_match_table``
 render the k sweep, the heads comparison, prompt lookup's prompt sets and its match statistics
 from their results files; ``memwall_tables(result)`` a bench result's rows per prompt category
-(the numbers behind ``specdec.figures.memwall``). Why a module: doc_figures.py had outgrown the ~300-line guide.
+(the numbers behind ``specdec.figures.memwall``). Why a module: figures.py had outgrown the ~300-line guide.
 """
 
 from __future__ import annotations
