@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ENV_READERS = ("specdec/paths.py", "specdec/env.py")
 PROPOSER_NAMES = frozenset(
-    {"new_state", "propose", "release", "nbytes", "catch_up_ms", "one_by_one", "chose_plain", "skip", "batch"}
+    {"new_state", "propose", "release", "nbytes", "catch_up_ms", "one_by_one", "chose_plain", "skip"}
 )
 
 
