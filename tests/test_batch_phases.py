@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import batch_phases
+from specdec.bench import batch_phases
 from specdec.bench.run import load_prompts
 from specdec.models.batch_target import BatchTarget
 from specdec.serving.batch.rows import Row

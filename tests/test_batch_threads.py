@@ -66,7 +66,7 @@ def test_a_fixed_plan_is_a_table():
 
 def test_rows_and_tokens_learn_apart():
     """8 rows of one token and one row's chain of 8 tokens read different bytes
-    (experiments/step_rows.py): each bucket keeps its own choice."""
+    (specdec/bench/step_rows.py): each bucket keeps its own choice."""
     before = torch.get_num_threads()
     try:
         plan = ThreadPlan.learn(solo=1, counts=[1, 2])

@@ -1,7 +1,7 @@
-"""experiments/doc_figures.py: every measured figure in docs/*.md equals what docs/results gives.
+"""specdec/bench/docs/figures.py: every measured figure in docs/*.md equals what docs/results gives.
 
 Fails when a page drifts from its JSON (a number edited by hand, or a new results file written
-without ``python -m experiments.doc_figures --write``), and checks that the check itself has teeth: a
+without ``python -m specdec.bench.docs.figures --write``), and checks that the check itself has teeth: a
 wrong number, a changed JSON value and an unknown figure name are all caught.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import doc_figures as F
+from specdec.bench.docs import figures as F
 
 THEORY_PAGES = (
     "theory.md",

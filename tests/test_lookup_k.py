@@ -233,7 +233,7 @@ def test_lookup_rows_in_a_batch_adapt_on_their_own_states_and_keep_the_tokens(en
 
 
 def test_the_trace_tool_summarises_paired_rows() -> None:
-    from experiments.lookup_k_trace import summary, table
+    from specdec.bench.lookup_k_trace import summary, table
 
     ms = {"none": [10.0, 20.0, 30.0], "lookup_k8": [11.0, 22.0, 27.0], "lookup_auto": [10.0, 21.0, 27.0]}
     counts = {r: {"steps": 9, "drafted": 4, "auto_plain": 1, "identical": 3} for r in ms}
@@ -247,7 +247,7 @@ def test_the_trace_tool_summarises_paired_rows() -> None:
 def test_the_ab_tool_tabulates_alternated_runs(tmp_path) -> None:
     import json
 
-    from experiments.lookup_k_ab import merge, table
+    from specdec.bench.lookup_k_ab import merge, table
 
     def lsp_run(name: str, lookup_ms: list[float]) -> str:
         rows = {

@@ -42,7 +42,7 @@ def test_replay_times_superseded_requests_until_they_were_superseded(tmp_path: P
 
 
 def test_profile_splits_each_answered_request_into_stages_that_add_up(tmp_path: Path):
-    from experiments import lsp_profile
+    from specdec.bench import lsp_profile
 
     out = tmp_path / "profile.json"
     argv = ["--limit", "1", "--chars", "4", "--key-ms", "1500", "--methods", "none", "--json", str(out)]

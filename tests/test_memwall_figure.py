@@ -4,7 +4,7 @@ Checks on a handmade result that the SVG is well-formed XML, draws one bar per c
 present (our best speculative row and llama.cpp's chosen per category), puts the limit line above
 every bar, and leaves out rows the result lacks; then draws a shipped bench result, which has no
 llama.cpp rows and no ``memwall`` block, so it gets bars and no limit line. Also the per-category
-markdown tables of experiments/doc_tables.py (``memwall_tables``).
+markdown tables of specdec/bench/docs/tables.py (``memwall_tables``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def test_a_shipped_bench_result():
 
 
 def test_the_tables_per_category():
-    from experiments.doc_tables import memwall_tables
+    from specdec.bench.docs.tables import memwall_tables
 
     text = memwall_tables(_result())
     assert [line for line in text.splitlines() if line.startswith("**")] == [f"**{c}**" for c in CATS]

@@ -1,4 +1,4 @@
-"""experiments/step_rows.py: the line fit, the cells it times, and one small real run end to end."""
+"""specdec/bench/step_rows.py: the line fit, the cells it times, and one small real run end to end."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments import step_rows
+from specdec.bench import step_rows
 
 
 def test_fit_line_recovers_a_known_line_and_refuses_one_point() -> None:

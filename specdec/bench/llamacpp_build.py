@@ -31,6 +31,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from specdec import env
 from specdec.paths import cache_dir
 
 VERSION = "0.3.36"
@@ -84,8 +85,8 @@ def cpu_tag() -> str:
 def root() -> Path:
     """``$SPECDEC_LLAMACPP_ROOT``, else ``cache_dir()/llama.cpp`` (the test suite keeps a fresh cache
     but this build, as it keeps the installed models)."""
-    env = os.environ.get("SPECDEC_LLAMACPP_ROOT")
-    return Path(env) if env else cache_dir() / "llama.cpp"
+    where = env.get("SPECDEC_LLAMACPP_ROOT")
+    return Path(where) if where else cache_dir() / "llama.cpp"
 
 
 def version_dir() -> Path:
@@ -105,11 +106,11 @@ def cached_binary() -> Path | None:
 
 def server_binary(build: bool = True) -> Path:
     """``$SPECDEC_LLAMACPP``, else the cached build (built now when missing and ``build``)."""
-    env = os.environ.get("SPECDEC_LLAMACPP")
-    if env:
-        exe = Path(env)
+    given = env.get("SPECDEC_LLAMACPP")
+    if given:
+        exe = Path(given)
         if not (exe.is_file() and os.access(exe, os.X_OK)):
-            raise BuildError(f"SPECDEC_LLAMACPP={env} is not an executable llama-server")
+            raise BuildError(f"SPECDEC_LLAMACPP={given} is not an executable llama-server")
         _say(f"llama-server from $SPECDEC_LLAMACPP: {exe}")
         return exe
     exe = cached_binary()
@@ -124,7 +125,7 @@ def server_binary(build: bool = True) -> Path:
 def missing_tools() -> list[str]:
     """The build tools this machine lacks, by name."""
     missing = [] if shutil.which("cmake") else ["cmake"]
-    cxx = os.environ.get("CXX")
+    cxx = env.get("CXX")
     if not (shutil.which(cxx) if cxx else any(shutil.which(c) for c in ("c++", "g++", "clang++"))):
         missing.append(f"a C++ compiler ({cxx or 'c++, g++ or clang++'})")
     return missing

@@ -42,7 +42,7 @@ async def replay(
     client, t, uri: str, start: str, typed: str, key_s: float, stats: list, trace: list | None = None
 ) -> dict:
     """One document typed key by key; ``trace`` (if given) gets each request's uri, position and
-    client-side send and receive times (``experiments.lsp_profile`` lines them up with the server's)."""
+    client-side send and receive times (``specdec.bench.lsp_profile`` lines them up with the server's)."""
     version = [0]
     text = start
 
@@ -204,7 +204,7 @@ def table(res: dict) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser, methods: str = "none,lookup,draft") -> None:
-    """The replay's flags (``experiments.lsp_profile`` types the same way)."""
+    """The replay's flags (``specdec.bench.lsp_profile`` types the same way)."""
     from specdec.models.loading import ASSETS
 
     p.add_argument("--prompts", type=Path, default=ASSETS / "prompts" / "code.jsonl")

@@ -33,6 +33,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from specdec import env
 from specdec.paths import DEFAULT_PROMPTS
 
 PROMPTS = DEFAULT_PROMPTS
@@ -108,7 +109,7 @@ class ServeProcess:
         self.proc = subprocess.Popen(
             self.argv,
             stdout=subprocess.PIPE,
-            stderr=None if os.environ.get("WS_BENCH_DEBUG") else subprocess.DEVNULL,
+            stderr=None if env.get("WS_BENCH_DEBUG") else subprocess.DEVNULL,
             text=True,
         )
         line = self.proc.stdout.readline()

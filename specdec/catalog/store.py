@@ -12,9 +12,9 @@ keyed by the file's resolved path, size and modification time.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
+from specdec import env
 from specdec.catalog.known import Model
 from specdec.paths import cache_dir
 
@@ -26,7 +26,8 @@ class NotInstalled(RuntimeError):
 def models_root() -> Path:
     """``$SPECDEC_MODELS``, else ``<cache>/models``: models can live apart from the other caches (the
     test suite keeps a fresh calibration cache but the installed models)."""
-    return Path(os.environ["SPECDEC_MODELS"]) if os.environ.get("SPECDEC_MODELS") else cache_dir() / "models"
+    models = env.get("SPECDEC_MODELS")
+    return Path(models) if models else cache_dir() / "models"
 
 
 def folder(model: Model) -> Path:

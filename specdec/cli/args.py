@@ -11,9 +11,9 @@ command picks its default with ``add_model_args(p, default=...)``).
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from specdec import env
 from specdec.catalog.known import BY_NAME as _CATALOGUE
 from specdec.catalog.known import DEFAULT as DEFAULT_MODEL
 from specdec.core.config import ConfigError, parse_k
@@ -45,7 +45,7 @@ def methods_arg(value: str) -> list[str]:
 def add_model_args(p: argparse.ArgumentParser, default: str = DEFAULT_MODEL) -> None:
     """``default``: the command's own default model; ``$SPECDEC_MODEL`` overrides it for every command
     (the test suite sets ``tiny``; a user can pin one for a session)."""
-    default = os.environ.get("SPECDEC_MODEL") or default
+    default = env.get("SPECDEC_MODEL") or default
     g = p.add_argument_group("models (specdec models lists them; docs/models.md)")
     g.add_argument(
         "--model",

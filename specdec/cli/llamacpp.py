@@ -11,9 +11,10 @@ the model's GGUF file with the bench's flags (``-c 4096 -np 1``, 127.0.0.1) in t
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
+
+from specdec import env
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.llamacpp_cmd == "build":
-            exe = server_binary(build=False) if os.environ.get("SPECDEC_LLAMACPP") else ensure_built(args.jobs)
+            exe = server_binary(build=False) if env.get("SPECDEC_LLAMACPP") else ensure_built(args.jobs)
             print(exe)
             return 0
         if args.llamacpp_cmd == "path":

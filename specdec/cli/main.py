@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from specdec import env
 from specdec.cli.args import add_model_args, add_sampling_args, load_engine
 from specdec.core.config import K_MAX
 from specdec.core.methods import NAMES, describe
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exact speculative decoding: a small draft (or the context itself) "
         "proposes tokens, the target verifies them in one forward pass, and "
         "rejection sampling keeps the output distribution the target's.",
-        epilog=EPILOG,
+        epilog=EPILOG + "\n" + env.help_text(),
     )
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser(

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import sys
+
+from specdec import env
 
 TOKEN_ENV = "SPECDEC_TOKEN"
 SERVE_MAX_BATCH = 8  # batching by default: 8 rows (docs/batching.md: 3.4x one client at 8, 3.5x at 16)
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_args(args)
     check_batch_args(args)
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    token = args.token or env.get(TOKEN_ENV)
     for line in warnings_for(args.host, token):
         print(line, file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)

@@ -13,16 +13,16 @@ as top-1 chains of k tokens there.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from specdec import env
 from specdec.cli.args import ASSETS
 from specdec.paths import ROOT
 
-DEFAULT_EXPORT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specdec" / "vllm-export"
+DEFAULT_EXPORT = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specdec" / "vllm-export"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

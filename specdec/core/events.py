@@ -102,10 +102,11 @@ class Stats:
         self.emitted += emitted
         for depths, counts in ((drafted, self.drafted_at), (tested, self.tested_at), (accepted, self.accepted_at)):
             for d in depths:
-                self._grow(d)
+                self.grow_to(d)
                 counts[d - 1] += 1
 
-    def _grow(self, depth: int) -> None:
+    def grow_to(self, depth: int) -> None:
+        """The per-depth counters cover depths 1..``depth`` (zeros added)."""
         while len(self.drafted_at) < depth:
             self.drafted_at.append(0)
             self.tested_at.append(0)
@@ -127,7 +128,7 @@ class Stats:
                 "auto_plain",
             ):
                 setattr(out, f, getattr(out, f) + getattr(s, f))
-            out._grow(len(s.drafted_at))
+            out.grow_to(len(s.drafted_at))
             for mine, theirs in (
                 (out.drafted_at, s.drafted_at),
                 (out.tested_at, s.tested_at),

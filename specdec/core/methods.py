@@ -13,12 +13,13 @@ Contract: importing this module loads no torch (the CLI's ``--help`` reads it). 
   needs is not there (no draft model, no heads folder), in which case the engine does not offer it;
 - ``batch``: the batch form's factory, named the same way, or None (a proposer without per-request
   state, shared by every row: rows then call its ``propose(ctx)``); ``make_batch(proposer, slots,
-  capacity)`` calls it: the method's one proposal, an object with ``new_state()`` (one request's
-  state: a batch row holds one, recycled when rows end), ``propose(states, contexts)`` (one
+  capacity)`` calls it: the method's one proposal, a ``BatchProposer`` (``core/proposer.py``):
+  ``new_state()`` (one request's state: a batch row holds one, recycled when rows end),
+  ``propose(states, contexts)`` (one
   ``Draft`` per state; the solo proposer's ``propose(ctx)`` is its batch of one, on the solo
   request's ``state``), ``release(state)`` (the row of ``state`` ended), ``nbytes()``,
-  ``catch_up_ms`` and optionally ``one_by_one`` (True: nothing shared, the batch proposes and times
-  each row apart) (serving/batch/propose.py, serving/batch/rows.py).
+  ``catch_up_ms`` and optionally ``one_by_one`` (``OneByOne``; True: nothing shared, the batch
+  proposes and times each row apart) (serving/batch/propose.py, serving/batch/rows.py).
 ``k_max(method, k)`` is the one rule turning a request's k into the proposer's cap.
 ``preferred(available, order)`` picks a front end's default from what an engine offers:
 ``GENERATE_ORDER`` for generation (the draft model, whose fates teach the most; then the heads,

@@ -1,4 +1,5 @@
-"""The proposer interface: ``propose(ctx) -> Draft``, two optional catch-up hooks, and ``NoDraft``.
+"""The proposer interface: ``propose(ctx) -> Draft``, two optional catch-up hooks, ``NoDraft``, and
+the batch form's contract, named: ``BatchProposer``.
 
 Why in the algorithm layer: step 1 of the loop is this call, and the baseline (an empty draft,
 invariant I2) is part of the algorithm; the proposers themselves live in ``specdec/proposers/``.
@@ -25,6 +26,15 @@ its method's batch form (``Method.batch``, ``core/methods.py``) gives every batc
 (``new_state()``) and drafts for many states at once (``propose(states, contexts)``); the solo
 ``propose(ctx)`` is that call's batch of one. A proposer without state is shared by every row.
 
+The batch form's contract is ``BatchProposer`` (a runtime-checkable ``typing.Protocol``; each
+method's one batch class implements it, tests/test_batch_forms.py checks them): ``new_state()``,
+``propose(states, contexts)`` (one ``Draft`` per state), ``release(state)``, ``nbytes()`` and
+``catch_up_ms``. Three optional parts are named protocols too, so callers test for them with
+``isinstance`` instead of probing names: ``OneByOne`` (a form that shares nothing across rows:
+the batch proposes and times each row apart), ``ChoosesPlain`` (a proposer or state whose empty
+draft may be its auto k choosing a plain step, counted in ``Stats.auto_plain``) and ``Skips`` (a
+state told of a step that drafted without a call: lookup's auto k times its steps).
+
 Why settings travel in the context: one proposer object serves every request of an engine (it
 holds a model), so nothing per request may be written onto it. Proposer states keep only what is a
 function of the committed tokens and past timings (caches, acceptance estimates), resynchronised
@@ -35,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -71,6 +81,53 @@ class CatchesUp(Protocol):
     def behind(self, tokens: list[int]) -> int: ...
 
     def catch_up(self, tokens: list[int]) -> int: ...
+
+
+@runtime_checkable
+class BatchProposer(Protocol):
+    """A method's batch form (``Method.batch``, core/methods.py): the method's one proposal for
+    every row of a batch step, each row holding a state of its own."""
+
+    catch_up_ms: float  # the last call's time spent feeding a long catch-up (not a draft cost)
+
+    def new_state(self) -> Any: ...  # one request's state; a batch row holds one, recycled when rows end
+
+    def propose(self, states: Sequence[Any], contexts: Sequence[Context]) -> list[Draft]: ...
+
+    def release(self, state: Any) -> None: ...  # the row of ``state`` ended
+
+    def nbytes(self) -> int: ...  # the memory the form holds for its rows
+
+
+@runtime_checkable
+class OneByOne(Protocol):
+    """A batch form that shares nothing across rows: proposed and timed per row when true."""
+
+    one_by_one: bool
+
+
+@runtime_checkable
+class ChoosesPlain(Protocol):
+    """A proposer or state whose empty draft may be its auto k choosing a plain step."""
+
+    chose_plain: bool
+
+
+@runtime_checkable
+class Skips(Protocol):
+    """A state told of a step that drafted nothing without a call."""
+
+    def skip(self) -> None: ...
+
+
+def one_by_one(form: Any) -> bool:
+    """Whether a batch form proposes and times each row apart (``OneByOne``)."""
+    return isinstance(form, OneByOne) and bool(form.one_by_one)
+
+
+def plain_choice(src: Any) -> bool:
+    """Whether ``src`` (a proposer or a row's state) chose a plain step this step (``ChoosesPlain``)."""
+    return isinstance(src, ChoosesPlain) and bool(src.chose_plain)
 
 
 class NoDraft:

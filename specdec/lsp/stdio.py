@@ -9,7 +9,7 @@ Why: pygls 2.1 reads stdin with ``run_in_executor`` for every header line and ev
 message costs three or four trips to a worker thread and back, and each trip waits for the GIL
 that the model thread holds while it decodes. A keystroke sends two messages (``didChange`` and
 the completion request), so that was six to eight trips before the handler ran
-(``experiments/lsp_profile.py`` measures it: the "to handler" stage).
+(``specdec/bench/lsp_profile.py`` measures it: the "to handler" stage).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ Contract:
   [T, (n_heads + n_kv) hd]; keys/values go to ``k[:, start:start+T]``, ``v[...]`` ([n_kv, cap, hd]);
   attention covers slots [0, start + T) under ``mask`` (bool [T, start + T], None = all visible).
   ``rotary(y, cos, sin)`` and ``finish(x, att)`` are the layer's two halves around attention, for
-  forwards that attend their own way (the batch's ragged rows, ``batch/lean_rows.py``).
+  forwards that attend their own way (the batch's ragged rows, ``models/lean_rows.py``).
 - ``dims(cfg) -> (n_heads, n_kv, head_dim, eps)``: the attention and norm sizes of a Llama-style
   config, read in one place for the lean draft and the lean target.
 - ``LeanLlama.supports(model)`` says whether a model can take this path (plain Llama: no

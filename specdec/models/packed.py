@@ -33,7 +33,6 @@ Contract:
 
 from __future__ import annotations
 
-import os
 import threading
 import types
 import weakref
@@ -42,6 +41,8 @@ from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
+
+from specdec import env
 
 _state = threading.local()
 PROBE_ROWS = (1, 3, 8, 24)  # the row count timed for each bucket
@@ -53,7 +54,7 @@ MAX_PARAMS = 200_000_000  # larger models keep stock linears: packing copies eve
 
 def available(weight: torch.Tensor) -> bool:
     return (
-        os.environ.get("SPECDEC_PACKED", "1") != "0"
+        env.on("SPECDEC_PACKED")
         and weight.device.type == "cpu"
         and weight.dtype == torch.float32
         and torch.backends.mkldnn.is_available()

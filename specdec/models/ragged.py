@@ -14,7 +14,7 @@ weight precision calibration set there, ``fast/lowp.py``, is the batch rows' too
 ``forward(rows)``: ``rows[b] = (slot, tokens, start)`` appends ``tokens`` to slot ``slot`` at
 positions ``start ..`` (causal among themselves, seeing the slot's positions ``[0, start)``) and
 returns the float32 logits after each row's last token, ``[B, V]``. A slot's positions at or after
-``start`` are overwritten; the caller tracks what each slot holds (``batch/draft.py``). One row
+``start`` are overwritten; the caller tracks what each slot holds (``proposers/batch_draft.py``). One row
 takes ``LeanLlama.forward``'s own path on its slot's cache (no index building: a batch of one
 drafts as fast as the single-request draft).
 Exactness never depends on this module: the verifier uses whatever q was sampled from.

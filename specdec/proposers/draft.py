@@ -226,7 +226,7 @@ class DraftModel:
     @torch.inference_mode()
     def catch_up(self, tokens: list[int]) -> int:
         """Bring the draft's cache to ``tokens`` now (the proposer interface's optional hook,
-        ``proposers.base``; ``specdec/proposers/draft_warm.py`` calls it after the target's prefill), the
+        ``core/proposer.py``; ``specdec/proposers/draft_warm.py`` calls it after the target's prefill), the
         same feeding ``propose`` does first; returns how many tokens were fed."""
         self._own(self.state)
         return self._resync(tokens)[1] if tokens else 0

@@ -1,7 +1,7 @@
 """The draft model's cache follows the prompt at prefill when it has fallen far behind.
 
 Contract: ``after_prefill(proposer, ids)`` is called right after ``Target.prefill(ids)``. For a
-proposer that offers the interface's optional catch-up hooks (``proposers.base``: ``behind`` and
+proposer that offers the interface's optional catch-up hooks (``core/proposer.py``: ``behind`` and
 ``catch_up``; the draft model, ``DraftModel``, whose KV cache is its own) and would need more than
 ``WARM_MIN`` tokens fed to reach ``ids`` (longest common prefix), it calls ``catch_up(ids)`` now,
 the same feeding ``propose`` does first; otherwise (any other proposer, or a draft only a few

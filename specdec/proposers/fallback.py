@@ -44,6 +44,7 @@ Contract:
 
 from __future__ import annotations
 
+import copy
 import time
 
 PROBE_EVERY = 8  # as for chains (proposers/draft.py)
@@ -89,6 +90,18 @@ class PlainFallback:
         self.plain_run = 0
         self.chose_plain = False
         self._last: tuple | None = None  # (token list, its length, start time, draft size or None)
+
+    def carried(self) -> PlainFallback:
+        """A copy for another request: the measurements (deep; the probe schedule shared), no step
+        in flight, no run of plain steps."""
+        f = copy.copy(self)
+        f.sums, f.by_size = copy.deepcopy(self.sums), copy.deepcopy(self.by_size)
+        f.forget_run()
+        return f
+
+    def forget_run(self) -> None:
+        """No step in flight and no run of plain steps (another request follows)."""
+        self._last, self.plain_run, self.chose_plain = None, 0, False
 
     def _record(self, ctx, now: float) -> None:
         last, self._last = self._last, None

@@ -101,6 +101,17 @@ class CopyTracker:
         self._tokens: list[int] | None = None
         self._pending: list[tuple[int, list[int], str]] = []  # (start, continuation, state)
 
+    def carried(self) -> CopyTracker:
+        """A copy for another request: the counts (deep), no tokens or pending copies."""
+        f = copy.copy(self)
+        f.tested, f.accepted = copy.deepcopy(self.tested), copy.deepcopy(self.accepted)
+        f.forget_tokens()
+        return f
+
+    def forget_tokens(self) -> None:
+        """No tokens seen and no copies pending (another request follows)."""
+        self._tokens, self._pending = None, []
+
     def alphas(self, state: str) -> list[float]:
         return [a / t for a, t in zip(self.accepted[state], self.tested[state])]
 
@@ -175,11 +186,6 @@ class LookupAuto:
 
     def carried(self) -> LookupAuto:
         f = copy.copy(self)
-        f.steps = copy.copy(self.steps)
-        f.steps.sums = copy.deepcopy(self.steps.sums)
-        f.steps.by_size = copy.deepcopy(self.steps.by_size)
-        f.steps._last, f.steps.plain_run, f.steps.chose_plain = None, 0, False
-        f.copies = copy.copy(self.copies)
-        f.copies.tested, f.copies.accepted = copy.deepcopy(self.copies.tested), copy.deepcopy(self.copies.accepted)
-        f.copies._tokens, f.copies._pending = None, []
+        f.steps = self.steps.carried()
+        f.copies = self.copies.carried()
         return f

@@ -144,7 +144,7 @@ class Eagle:
 
     def logp(self, feats: torch.Tensor) -> torch.Tensor:
         """Log-probabilities over the (shared) vocabulary of features ``feats`` through the LM head in
-        the precision in use: what the solo tree and the batch's (``eagle/batch.py``) grow from.
+        the precision in use: what the solo tree and the batch's (``proposers/eagle/batch.py``) grow from.
         With a draft vocabulary (``set_vocab``): ``-inf`` outside it, normalised over it."""
         if self.sub is not None:
             return self.sub.logp(feats)

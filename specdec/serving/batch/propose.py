@@ -25,6 +25,7 @@ import time
 
 from specdec.core import methods as M
 from specdec.core.config import ConfigError
+from specdec.core.proposer import Skips, one_by_one
 from specdec.core.tree import Draft
 
 log = logging.getLogger("specdec.batch")
@@ -61,7 +62,7 @@ class Proposers:
                 elif ctx is None:
                     _skip(row)
                     row.drafted(Draft.empty(), asked=False)
-                elif method in self.batched and getattr(self.batched[method], "one_by_one", False):
+                elif method in self.batched and one_by_one(self.batched[method]):
                     row.drafted(self.batched[method].propose([row.state], [ctx])[0])
                 elif method in self.batched:
                     groups[method].append((row, ctx))
@@ -97,9 +98,8 @@ class Proposers:
 
 def _skip(row) -> None:
     """A step without a call: a state that times its steps (lookup's auto k) is told."""
-    skip = getattr(row.state, "skip", None)
-    if skip is not None:
-        skip()
+    if isinstance(row.state, Skips):
+        row.state.skip()
 
 
 def _failed(failed: list, row, e: Exception) -> None:

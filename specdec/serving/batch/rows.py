@@ -30,7 +30,7 @@ from specdec.core import methods as M
 from specdec.core.config import GenerateSpec
 from specdec.core.detok import Detokenizer
 from specdec.core.events import Stats, StepEvent
-from specdec.core.proposer import Context
+from specdec.core.proposer import Context, plain_choice
 from specdec.core.sampling import to_probs
 from specdec.core.step import finish as finish_step
 from specdec.core.step import generator
@@ -168,7 +168,7 @@ class Row:
         ``asked``: the proposer was called, so an empty draft may be its auto k choosing plain)."""
         self.draft = draft
         src = self.proposer if self.state is None else self.state
-        self.chose_plain = asked and draft.n == 0 and bool(getattr(src, "chose_plain", False))
+        self.chose_plain = asked and draft.n == 0 and plain_choice(src)
         self.t_propose = 1000 * (time.perf_counter() - self.t_begin) if propose_ms is None else propose_ms
         return self.tokens[-1], draft
 

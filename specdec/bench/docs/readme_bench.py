@@ -1,10 +1,10 @@
-"""README.md's bench figures, from a ``specdec bench`` results JSON (used by experiments/doc_figures.py).
+"""README.md's bench figures, from a ``specdec bench`` results JSON (used by specdec/bench/docs/figures.py).
 
 Contract: ``table(result)`` is the markdown table of every row (tokens/s, speedup against the
 fastest plain decoding of the run, against our ``none``, tau, alpha, identical); ``ratio(result,
 a, b)`` is row a's tokens/s over row b's as ``1.23x``; ``fastest(result)`` names the run's fastest
 plain decoding and its tokens/s. Why a module: the figures must come from the JSON of a run, never
-be typed by hand, and doc_figures.py is already at its size limit.
+be typed by hand, and figures.py is already at its size limit.
 """
 
 from __future__ import annotations

@@ -1,21 +1,19 @@
-"""The table figures of docs/*.md (experiments/doc_figures.py names them), and the results loader.
+"""The table figures of docs/*.md (specdec/bench/docs/figures.py names them), and the results loader.
 
 Contract: ``load(name)`` reads ``docs/results/NAME.json`` (cached); ``table(head, rows)`` is a
 markdown table; ``sweep_table``, ``heads_table``, ``lookup_sets_table``, ``lookup_match_table``
 render the k sweep, the heads comparison, prompt lookup's prompt sets and its match statistics
 from their results files; ``memwall_tables(result)`` a bench result's rows per prompt category
-(the numbers behind ``specdec.figures.memwall``). Why a module: doc_figures.py had outgrown the ~300-line guide.
+(the numbers behind ``specdec.figures.memwall``). Why a module: figures.py had outgrown the ~300-line guide.
 """
 
 from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 
 from specdec.figures.memwall import categories
-
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+from specdec.paths import RESULTS
 
 
 @cache

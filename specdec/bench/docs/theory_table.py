@@ -1,4 +1,4 @@
-"""The optimal-k table of docs/theory-speedup.md: ``python -m experiments.theory_table`` prints it.
+"""The optimal-k table of docs/theory-speedup.md: ``python -m specdec.bench.docs.theory_table`` prints it.
 
 Contract: ``table(alphas, cs)`` is a markdown table of ``specdec.core.theory.optimal_k`` (k and its
 speedup, r = 1) over a grid of alpha and c; "none" where no k beats plain decoding.

@@ -1,6 +1,6 @@
 """Prompt lookup's auto k against a fixed k on short editor completions, paired, in process.
 
-Usage: ``python -m experiments.lookup_k_trace [--limit 4] [--chars 80] [--every 2] [--max-new-tokens 16]
+Usage: ``python -m specdec.bench.lookup_k_trace [--limit 4] [--chars 80] [--every 2] [--max-new-tokens 16]
 [--repeat 2] [--json OUT]``.
 
 Contract: the documents of ``specdec.bench.lsp_replay`` (the shipped held-out prompts); at every
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from specdec import env
 from specdec.bench.results import write_results
 
 ROWS = {"none": ("none", "auto"), "lookup_k8": ("lookup", 8), "lookup_auto": ("lookup", "auto")}
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> dict:
                 for r in ROWS:
                     counts[r]["identical"] += got[r] == got["none"]
     rounded = {r: [round(x, 2) for x in xs] for r, xs in ms.items()}
-    config = {k: str(v) for k, v in vars(args).items()} | {"SPECDEC_PACKED": os.environ.get("SPECDEC_PACKED")}
+    config = {k: str(v) for k, v in vars(args).items()} | {"SPECDEC_PACKED": env.raw("SPECDEC_PACKED")}
     return {"config": config, "rows": summary(ms, counts), "ms": rounded}
 
 
@@ -98,7 +98,7 @@ def table(rows: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     from specdec.models.loading import ASSETS
 
-    p = argparse.ArgumentParser(prog="python -m experiments.lookup_k_trace", description=__doc__.split("\n\n")[2])
+    p = argparse.ArgumentParser(prog="python -m specdec.bench.lookup_k_trace", description=__doc__.split("\n\n")[2])
     p.add_argument("--prompts", type=Path, default=ASSETS / "prompts" / "code.jsonl")
     p.add_argument("--limit", type=int, default=4, help="documents (default 4)")
     p.add_argument("--chars", type=int, default=80, help="the last characters, one request per --every (default 80)")

@@ -9,7 +9,7 @@ batching do not cost the same per token. This tool measures that picture on the 
 (machines of this kind differ: a 32 MB and a 105 MB L3 were met), so docs/batching.md can say
 why eight clients are not eight times one and a reader can check it on theirs.
 
-Contract: ``python -m experiments.step_rows [--rows 1,2,4,8,16] [--prefixes 32,128,256,384]
+Contract: ``python -m specdec.bench.step_rows [--rows 1,2,4,8,16] [--prefixes 32,128,256,384]
 [--threads LIST] [--repeats R] [--json PATH]`` builds the batch target as ``BatchBackend`` does
 (the engine's calibrated forward) and times ``BatchTarget.score`` (``threads.time_rows``): B rows
 of one pending token each, every row's slot holding L cached positions, and, for each B > 1, ONE

@@ -10,9 +10,9 @@ NAME is either
   its own: ``TEXT`` is then the value with a newline before and after.
 The SVG files in ``SVGS`` (docs/img/memwall.svg: ``specdec.figures.memwall`` of
 docs/results/bench-memwall.json) are figures too: checked and rewritten with the pages.
-``python -m experiments.doc_figures --check`` prints every figure whose TEXT differs from its value and
+``python -m specdec.bench.docs.figures --check`` prints every figure whose TEXT differs from its value and
 exits 1 if there is one (tests/test_doc_figures.py runs it); ``--write`` rewrites TEXT in place.
-``python -m experiments.doc_figures memwall --json RESULT.json --out FIG.svg`` draws the memwall
+``python -m specdec.bench.docs.figures memwall --json RESULT.json --out FIG.svg`` draws the memwall
 figure of any bench result (defaults: the shipped one, docs/img/memwall.svg).
 Numbers quoted from papers or other projects are citations, not figures, and carry no marker.
 """
@@ -25,13 +25,21 @@ import re
 import sys
 from pathlib import Path
 
-from experiments import batch_phases, doc_bench, step_rows, theory_table
-from experiments.doc_tables import heads_table, load, lookup_match_table, lookup_sets_table, memwall_tables, sweep_table
+from specdec.bench import batch_phases, step_rows
 from specdec.bench import concurrency as bench_concurrency
+from specdec.bench.docs import readme_bench, theory_table
+from specdec.bench.docs.tables import (
+    heads_table,
+    load,
+    lookup_match_table,
+    lookup_sets_table,
+    memwall_tables,
+    sweep_table,
+)
 from specdec.core import theory as T
 from specdec.figures.memwall import memwall_chart
+from specdec.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MARK = re.compile(r"<!-- fig:(?P<name>\S+) -->(?P<text>.*?)<!-- /fig -->", re.DOTALL)
 
@@ -117,19 +125,19 @@ def rows_fit() -> tuple[float, float]:
 
 README_BENCH, README_EDITS = "bench-cpu-quiet", "bench-edits-cpu-quiet"
 FIGURES = {
-    "readme_bench_table": lambda: doc_bench.table(load(README_BENCH)),
-    "readme_edits_table": lambda: doc_bench.table(load(README_EDITS)),
-    "readme_edits_fastest": lambda: doc_bench.fastest(load(README_EDITS)),
-    "readme_fastest": lambda: doc_bench.fastest(load(README_BENCH)),
-    "readme_none_vs_hf": lambda: doc_bench.ratio(load(README_BENCH), "none", "hf_greedy"),
-    "readme_draft_vs_assisted": lambda: doc_bench.ratio(load(README_BENCH), "draft", "hf_assisted"),
-    "readme_lookup_vs_hf": lambda: doc_bench.ratio(load(README_BENCH), "lookup", "hf_lookup"),
-    "lowp_bench_table": lambda: doc_bench.table(load("bench-cpu-lowp")),
-    "lowp_edits_table": lambda: doc_bench.table(load("bench-edits-cpu-lowp")),
-    "lowp_none_vs_hf": lambda: doc_bench.ratio(load("bench-cpu-lowp"), "none", "hf_greedy"),
-    "lowp_edits_none_vs_hf": lambda: doc_bench.ratio(load("bench-edits-cpu-lowp"), "none", "hf_greedy"),
-    "lowp_draft_vs_assisted": lambda: doc_bench.ratio(load("bench-cpu-lowp"), "draft", "hf_assisted"),
-    "lowp_lookup_vs_hf": lambda: doc_bench.ratio(load("bench-cpu-lowp"), "lookup", "hf_lookup"),
+    "readme_bench_table": lambda: readme_bench.table(load(README_BENCH)),
+    "readme_edits_table": lambda: readme_bench.table(load(README_EDITS)),
+    "readme_edits_fastest": lambda: readme_bench.fastest(load(README_EDITS)),
+    "readme_fastest": lambda: readme_bench.fastest(load(README_BENCH)),
+    "readme_none_vs_hf": lambda: readme_bench.ratio(load(README_BENCH), "none", "hf_greedy"),
+    "readme_draft_vs_assisted": lambda: readme_bench.ratio(load(README_BENCH), "draft", "hf_assisted"),
+    "readme_lookup_vs_hf": lambda: readme_bench.ratio(load(README_BENCH), "lookup", "hf_lookup"),
+    "lowp_bench_table": lambda: readme_bench.table(load("bench-cpu-lowp")),
+    "lowp_edits_table": lambda: readme_bench.table(load("bench-edits-cpu-lowp")),
+    "lowp_none_vs_hf": lambda: readme_bench.ratio(load("bench-cpu-lowp"), "none", "hf_greedy"),
+    "lowp_edits_none_vs_hf": lambda: readme_bench.ratio(load("bench-edits-cpu-lowp"), "none", "hf_greedy"),
+    "lowp_draft_vs_assisted": lambda: readme_bench.ratio(load("bench-cpu-lowp"), "draft", "hf_assisted"),
+    "lowp_lookup_vs_hf": lambda: readme_bench.ratio(load("bench-cpu-lowp"), "lookup", "hf_lookup"),
     "optimal_k_table": theory_table.table,
     "sweep_table": sweep_table,
     "heads_table": heads_table,
@@ -184,10 +192,10 @@ for _tag, _file in (
     ("quiet_contention", "bench-contention-cpu-quiet"),
     ("quiet_edits", "bench-edits-cpu-quiet"),
 ):
-    FIGURES[f"{_tag}_table"] = lambda f=_file: doc_bench.table(load(f))
-    FIGURES[f"{_tag}_fastest"] = lambda f=_file: doc_bench.fastest(load(f))
+    FIGURES[f"{_tag}_table"] = lambda f=_file: readme_bench.table(load(f))
+    FIGURES[f"{_tag}_fastest"] = lambda f=_file: readme_bench.fastest(load(f))
     for _a, _b in (("none", "hf_greedy"), ("draft", "hf_assisted"), ("lookup", "hf_lookup")):
-        FIGURES[f"{_tag}_{_a}_vs_{_b}"] = lambda f=_file, a=_a, b=_b: doc_bench.ratio(load(f), a, b)
+        FIGURES[f"{_tag}_{_a}_vs_{_b}"] = lambda f=_file, a=_a, b=_b: readme_bench.ratio(load(f), a, b)
 
 
 # concurrency grids (docs/batching.md): the table and the load policy's gaps, from each grid's JSON

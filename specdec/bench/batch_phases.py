@@ -7,7 +7,7 @@ per-row work of every step (verify, commit, events, delivery) plus what the rows
 running machine, so docs can say which part keeps the ratio where it is and a reader can check
 it on theirs, instead of guessing.
 
-Contract: ``python -m experiments.batch_phases [--levels 1,8] [--prompts P] [--limit 16] [--method none]
+Contract: ``python -m specdec.bench.batch_phases [--levels 1,8] [--prompts P] [--limit 16] [--method none]
 [--max-new 128] [--rounds 2] [--json PATH]`` loads the engine, builds one ``BatchBackend`` (its
 defaults: the thread plan, folded prefill), runs one untimed closed-loop pass at the largest
 level, then ``--rounds`` rounds of every level in turn (a round: ``--limit`` prompts from
@@ -33,8 +33,8 @@ from contextlib import contextmanager
 from specdec.bench.concurrency import run_cell
 from specdec.bench.results import write_results
 from specdec.bench.run import load_prompts
-from specdec.cli.args import DEFAULT_PROMPTS
 from specdec.core.config import GenerateSpec
+from specdec.paths import DEFAULT_PROMPTS
 
 PARTS = ("score", "fold", "prefill", "propose", "finish")
 

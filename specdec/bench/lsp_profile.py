@@ -1,10 +1,10 @@
 """Where a completion request's milliseconds go: the typing replay with a timestamp at every stage.
 
-Usage: ``python -m experiments.lsp_profile [--limit N] [--chars C] [--methods none] [--key-ms MS]
+Usage: ``python -m specdec.bench.lsp_profile [--limit N] [--chars C] [--methods none] [--key-ms MS]
 [--json OUT] [--server-args ...]``.
 
 Contract: it runs ``specdec.bench.lsp_replay``'s typing (same documents, keys and settings) against a
-server started as ``python -m experiments.lsp_profile --serve``: the real ``specdec lsp`` with timing
+server started as ``python -m specdec.bench.lsp_profile --serve``: the real ``specdec lsp`` with timing
 wrappers around its stages (nothing in the server's code is changed). Both processes read
 ``time.perf_counter`` (CLOCK_MONOTONIC, one clock for the machine), so client and server stamps
 line up. For every completion request the model answered it splits the client's wall time into
@@ -24,11 +24,14 @@ import asyncio
 import contextvars
 import json
 import os
+import runpy
 import statistics
 import sys
 import threading
 import time
 from pathlib import Path
+
+from specdec import env
 
 ENV = "SPECDEC_LSP_PROFILE"
 STAGES = (
@@ -49,12 +52,17 @@ def serve(argv: list[str]) -> int:
     """``specdec lsp`` with every stage stamped; the stamps go to ``$SPECDEC_LSP_PROFILE`` at exit."""
     records: list[dict] = []
     _hook(records)
-    from specdec.cli.main import main as cli_main
-
+    # bench sits below the CLI (tests/test_structure.py), so it runs the command's entry, as
+    # ``python -m specdec lsp ARGS`` would, with the hooks in this process, rather than importing it
+    sys.argv = ["specdec", "lsp", *argv]
     try:
-        return cli_main(["lsp", *argv])
+        runpy.run_module("specdec", run_name="__main__", alter_sys=True)
+    except SystemExit as done:  # specdec/__main__.py exits with the command's status
+        if done.code is None or isinstance(done.code, int):
+            return done.code or 0
+        raise
     finally:
-        path = os.environ.get(ENV)
+        path = env.get(ENV)
         if path:
             Path(path).write_text(json.dumps(records), encoding="utf-8")
 
@@ -264,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     from specdec.bench import lsp_replay
     from specdec.bench.results import write_results
 
-    p = argparse.ArgumentParser(prog="python -m experiments.lsp_profile", description=__doc__.split("\n\n")[2])
+    p = argparse.ArgumentParser(prog="python -m specdec.bench.lsp_profile", description=__doc__.split("\n\n")[2])
     lsp_replay.add_arguments(p, methods="none")
     args = p.parse_args(argv)
     import tempfile
@@ -273,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(tmp) / "server.json"
         os.environ[ENV] = str(path)
         trace: list[dict] = []
-        args.server_command = [sys.executable, "-m", "experiments.lsp_profile", "--serve"]
+        args.server_command = [sys.executable, "-m", "specdec.bench.lsp_profile", "--serve"]
         asyncio.run(lsp_replay.run(args, trace))
         for _ in range(100):  # the server writes its stamps as it exits
             if path.exists():

@@ -1,6 +1,6 @@
 """Main against a branch over repeated runs: one compact results JSON and its markdown table.
 
-Usage: ``python -m experiments.lookup_k_ab {lsp-bench,bench,replay} --main A.json,B.json --branch
+Usage: ``python -m specdec.bench.lookup_k_ab {lsp-bench,bench,replay} --main A.json,B.json --branch
 C.json,D.json [--json OUT]`` (the same call pattern on each side, runs alternated).
 
 Contract: ``merge(kind, main, branch)`` keeps of each run what the table needs, so that many runs
@@ -114,7 +114,7 @@ def table(merged: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.lookup_k_ab", description=__doc__.split("\n\n")[2])
+    p = argparse.ArgumentParser(prog="python -m specdec.bench.lookup_k_ab", description=__doc__.split("\n\n")[2])
     p.add_argument("kind", choices=("lsp-bench", "bench", "replay"))
     p.add_argument("--main", type=lambda s: s.split(","), required=True)
     p.add_argument("--branch", type=lambda s: s.split(","), required=True)
