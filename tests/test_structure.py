@@ -114,18 +114,18 @@ LAYERS: dict[str, set[str]] = {
     "models": {"core", "kernels"},
     "fast": {"core", "models"},
     "proposers": {"core", "models", "fast"},
-    "engine": {"core", "catalog", "models", "fast", "proposers"},
+    "engine": {"core", "catalog", "kernels", "models", "fast", "proposers"},
     "serving": {"core", "catalog", "models", "fast", "proposers", "engine"},
     "server": {"core", "catalog", "engine", "serving"},
     "lsp": {"core", "catalog", "engine", "serving"},
-    "demo": {"core", "catalog", "engine", "serving", "figures"},
+    "demo": {"core", "catalog", "kernels", "engine", "serving", "figures"},
     "export": {"core", "catalog", "models", "proposers", "engine"},
     # self-distillation data (training/magpie_engines.py): our batching backend, or llama.cpp's
     # server through bench's runner
     "training": {"core", "catalog", "models", "proposers", "engine", "serving", "bench"},
-    "bench": {"core", "catalog", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "export"}
+    "bench": {"core", "catalog", "kernels", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "export"}
     | {"figures"},
-    "cli": {"core", "catalog", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "demo"}
+    "cli": {"core", "catalog", "kernels", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "demo"}
     | {"figures", "bench", "training", "export"},
 }
 

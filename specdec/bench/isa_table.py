@@ -27,9 +27,7 @@ def row(model: str = "smollm2-135m", threads: int = 2) -> dict:
 
     torch.set_num_threads(threads)
     engine = Engine.load(resolve(model).target, None, "cpu", "float32", heads=False)
-    engine.set_weights("q4_1")
-    engine.target.use_rows("native")
-    t = W._timed(engine.target)
+    t = W.measure(engine, ["q4_1"])["q4_1"]  # the default rows forward: native
     bw = bandwidth_gbs()
     limit = bw * 1e9 / t["bytes"]
     tok_s = 1e6 / t["step_us"]

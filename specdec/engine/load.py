@@ -55,7 +55,8 @@ def engine_from_args(args) -> Engine:
     draft_weights(engine, choice, choose_weights(engine, weights, mode))
     engine.calibrate(mode)
     t = engine.target
-    if _batched(args) and t.weights != "fp32" and t.forward.rows != "native" and "native" in t.rows():
+    batched = _batched(getattr(args, "max_batch", None), getattr(args, "concurrency", None))
+    if batched and t.weights != "fp32" and t.forward.rows != "native" and "native" in t.rows():
         t.use_rows("native")  # a batch runs the native loops (BatchTarget.use): the solo path takes them too
     return engine
 
@@ -87,8 +88,8 @@ def draft_weights(engine, choice, fmt: str) -> str:
     return fmt
 
 
-def _batched(args) -> bool:
-    return (getattr(args, "max_batch", None) or 1) > 1 or getattr(args, "concurrency", None) is not None
+def _batched(max_batch: int | None, concurrency) -> bool:
+    return (max_batch or 1) > 1 or concurrency is not None
 
 
 def _weights(args, choice) -> str:
@@ -102,7 +103,8 @@ def _weights(args, choice) -> str:
 
     weights = getattr(args, "weights", "auto")
     from_gguf = choice.model is not None and bool(choice.model.parts)
-    exact_batch = not _batched(args) or native() is not None
+    batched = _batched(getattr(args, "max_batch", None), getattr(args, "concurrency", None))
+    exact_batch = not batched or native() is not None
     return "fp32" if weights == "auto" and (not from_gguf or args.device != "cpu" or not exact_batch) else weights
 
 

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import torch
 
+from specdec import env
 from specdec.paths import cache_dir
 
 SOURCES = [Path(__file__).with_name(n) for n in ("rows.cpp", "q4.cpp", "blocks.cpp", "q4.h", "blocks.h", "lanes.h")]
@@ -57,7 +58,7 @@ def _isa() -> str:
     ``__ARM_FEATURE_DOTPROD``, ...), the same on x86 and ARM, Linux and macOS. Keying the cache on
     what is compiled, not on /proc/cpuinfo's x86 ``flags`` line, keeps two CPUs that share a cache
     folder from loading each other's build."""
-    cxx = os.environ.get("CXX", "g++")
+    cxx = _cxx()
     try:
         done = subprocess.run(
             [cxx, f"-march={march()}", "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True, timeout=60
@@ -67,14 +68,18 @@ def _isa() -> str:
         return f"{march()} {os.uname().machine} {exc}"
 
 
+def _cxx() -> str:
+    return env.get("CXX") or "g++"
+
+
 def root() -> Path:
     """``$SPECDEC_KERNELS``, else ``<cache>/kernels``: where built libraries live (apart from the
     other caches, as models are, so a test suite's fresh cache does not rebuild them)."""
-    return Path(os.environ["SPECDEC_KERNELS"]) if os.environ.get("SPECDEC_KERNELS") else cache_dir() / "kernels"
+    return Path(env.get("SPECDEC_KERNELS")) if env.get("SPECDEC_KERNELS") else cache_dir() / "kernels"
 
 
 def march() -> str:
-    return os.environ.get("SPECDEC_KERNELS_MARCH") or "native"
+    return env.get("SPECDEC_KERNELS_MARCH") or "native"
 
 
 def _flags() -> list[str]:
@@ -97,7 +102,7 @@ def _command(out: Path) -> list[str]:
     lib = Path(torch.__file__).parent / "lib"
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
-        os.environ.get("CXX", "g++"),
+        _cxx(),
         *_flags(),
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         *[f"-I{p}" for p in include_paths()],
@@ -115,7 +120,7 @@ def build(force: bool = False) -> Path:
     out = _library()
     if out.exists() and not force:
         return out
-    cxx = os.environ.get("CXX", "g++")
+    cxx = _cxx()
     if shutil.which(cxx) is None:
         raise RuntimeError(f"no C++ compiler ({cxx}) on PATH")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +137,7 @@ def build(force: bool = False) -> Path:
 @functools.cache
 def native():
     global _why
-    if os.environ.get("SPECDEC_NATIVE", "1") == "0":
+    if not env.on("SPECDEC_NATIVE"):
         _why = "turned off by SPECDEC_NATIVE=0"
         return None
     if not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
