@@ -29,15 +29,15 @@ workspace/didChangeConfiguration (optionally under a "specdec" key):
                     not shown (0-1, default 0.2; 0 = off)
   telemetry         initializationOptions only: a specdec/stats notification after each completion
 
-The model (default --model auto) is measured: at start-up the server loads the most capable
-catalogue model installed here (never fetching one; a code model with fill-in-the-middle first,
-then larger) whose line completion has p50 <= 150 ms on this machine, else the tiny shipped one
-(8.7M parameters, trained here: rough completions). The figures are cached in ~/.cache/specdec
-(per model, CPU and --threads; --recalibrate measures again) and a line on stderr names the choice.
---model NAME, or --target DIR and --draft DIR (local Hugging Face folders, same tokenizer) or
---no-draft, pick the model yourself; $SPECDEC_MODEL sets another default. On a quiet 2-core
-AVX-512 machine it chose smollm2-135m (p50 144 ms; qwen2.5-coder-0.5b 176 ms); measured while
-other jobs ran, tiny (docs/lsp.md).
+The model (default --model auto): the most capable catalogue model installed here (never fetching
+one; a code model with fill-in-the-middle first, then larger) that fits in memory (estimated from
+its files: at most half the memory available and --auto-memory GB) and whose line completion has
+p50 <= 150 ms on this machine, else the fastest one measured, else the tiny shipped one (8.7M
+parameters, trained here: rough completions). Candidates load one at a time; every step is said on
+stderr; the decision and each candidate's figures or failure are cached in ~/.cache/specdec, so a
+later start loads the chosen model at once (--recalibrate decides again). --model NAME, or --target
+DIR and --draft DIR (local Hugging Face folders, same tokenizer) or --no-draft, pick the model
+yourself; $SPECDEC_MODEL sets another default (docs/lsp.md).
 
 examples:
   specdec lsp                                  # stdio, for an editor; the model measured (auto)
@@ -55,6 +55,16 @@ def _host_port(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"--tcp wants HOST:PORT, e.g. 127.0.0.1:2087, got {value!r}")
     return host, int(port)
+
+
+def _gigabytes(value: str) -> int:
+    try:
+        gb = float(value)
+    except ValueError:
+        gb = -1.0
+    if not gb > 0:
+        raise argparse.ArgumentTypeError(f"--auto-memory wants a positive number of GB, got {value!r}")
+    return int(gb * 1e9)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +93,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="torch threads for the model (default 1: for one short completion of a small model, "
         "a second thread gains little and an editor's machine is busy with other work)",
+    )
+    parser.add_argument(
+        "--auto-memory",
+        type=_gigabytes,
+        default=None,
+        metavar="GB",
+        help="--model auto loads no candidate whose estimated peak resident size exceeds this (default 3, "
+        "and never more than half the memory available at start-up)",
     )
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
     add_batch_args(parser)
