@@ -1,9 +1,10 @@
 """Serve speculative code completions to editors over the Language Server Protocol (stdio or TCP).
 
-Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server, starts loading the
-models on the backend's model thread, and serves until the client sends ``exit`` (stdio) or the
-process is stopped (TCP); the exit status is 0 after ``shutdown`` + ``exit``, 1 for ``exit``
-without ``shutdown`` (the LSP specification). Bad flags end with a one-line error and status 2.
+Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server (the models load on
+the backend's model thread once the client sends ``initialized``: specdec/lsp/startup.py) and
+serves until the client sends ``exit`` (stdio) or the process is stopped (TCP); the exit status
+is 0 after ``shutdown`` + ``exit``, 1 for ``exit`` without ``shutdown`` (the LSP specification).
+Bad flags end with a one-line error and status 2.
 """
 
 from __future__ import annotations
@@ -136,24 +137,36 @@ def run(args: argparse.Namespace) -> int:
     if auto and args.backend:  # a remote server's model cannot be measured here: the tokenizer is tiny's, as before
         args.model, auto = "tiny", False
 
+    from specdec.lsp.startup import Gate
+
+    gate = Gate()  # the model loads once the client says ``initialized`` (specdec/lsp/startup.py)
+    server = None
+
+    def say(line: str) -> None:  # a step of the loading: on stderr, and in the editor's progress
+        print(line, file=sys.stderr, flush=True)
+        if server is not None:
+            server.loading.note(line)
+
     def loader():
         import torch
 
         torch.set_num_threads(args.threads)
-        if auto:  # the most capable installed model within the latency goal, measured once and cached
+        if auto:  # the most capable installed model that fits and meets the latency goal; decided once, cached
             from specdec.lsp.auto import load
 
-            return load(args, defaults, load_engine, lambda line: print(line, file=sys.stderr, flush=True))
+            return load(args, defaults, load_engine, say)
+        say(f"specdec lsp: loading {args.model or args.target or args.default_model}")
         return load_engine(args)
 
     from specdec.serving.remote import backend_for
 
-    local = lambda: make_backend(args, loader=loader) if args.max_batch > 1 else None  # None: in-process
-    server = create(loader, defaults, backend_for(args, local))
+    local = lambda: make_backend(args, loader=gate.then(loader)) if args.max_batch > 1 else None  # None: in-process
+    server = create(loader, defaults, backend_for(args, local), gate)
     if args.tcp:
         print(f"specdec lsp: listening on {args.tcp[0]}:{args.tcp[1]}", file=sys.stderr, flush=True)
         server.start_tcp(*args.tcp)
     else:
         server.start_io()
+    gate.cancel()  # a client that left before ``initialized``: the model thread ends without loading
     server.backend.shutdown(10)  # join the model thread (it ends before its next step) before exiting
     return 0 if server.protocol.shut_down else 1  # LSP: exit without shutdown is status 1

@@ -177,7 +177,7 @@ class _Walk:
 
     def __init__(self, args, defaults, load_engine: Callable, say: Callable[[str], None], cap: int) -> None:
         self.args, self.defaults, self.load_engine, self.say, self.cap = args, defaults, load_engine, say, cap
-        self.kept: dict = {}  # at most one engine: the candidate being measured, or the chosen one
+        self.kept: dict = {}  # at most one engine: the last one measured, freed before another loads
         self.short = False  # a candidate was passed over for the memory free now (not cached as a decision)
 
     def engine_of(self, name: str):
@@ -191,6 +191,7 @@ class _Walk:
         if cached is not None:
             self.say(f"specdec lsp: auto: {cand.name}: {describe(cached)} (cached {cached.get('date', '')})")
             return {**cached, "cached": True}
+        self.free()  # the one measured before goes first: one candidate in memory at a time
         allowed = fit.allowed(fit.available(), self.cap)  # the memory free now, not at start
         if cand.resident > allowed:
             self.short = True
@@ -209,16 +210,17 @@ class _Walk:
             got = {"p50_ms": None, "why": f"failed: {type(e).__name__}: {e}", "date": now()}
         write(f, got)
         self.say(f"specdec lsp: auto: {cand.name}: {describe(got)}")
-        if not meets(got):
-            self.kept.clear()
-            gc.collect()  # free a rejected model before the next one loads
         return got
 
+    def free(self) -> None:
+        if self.kept:
+            self.kept.clear()
+            gc.collect()
+
     def engine(self, name: str):
-        if name in self.kept:
+        if name in self.kept:  # the last one measured: kept
             return self.kept.pop(name)
-        self.kept.clear()
-        gc.collect()
+        self.free()
         self.say(f"specdec lsp: auto: loading {name}")
         return self.engine_of(name)
 
