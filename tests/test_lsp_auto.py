@@ -209,7 +209,7 @@ def test_auto_loads_an_installed_model_and_records_its_measured_p50(tmp_path, mo
     smol = known.get("smollm2-135m")
     assert store.installed(smol), "run `specdec models fetch smollm2-135m` (the README's test command does)"
     real = [c for c in auto.installed() if c.name == "smollm2-135m"]
-    assert real and 2.42 * GB <= real[0].resident < 3 * GB  # measured peak 2.42 GB (docs/lsp.md); fits the cap
+    assert real and 2.73 * GB <= real[0].resident < 3 * GB  # measured peak 2.73 GB (docs/lsp.md); fits the cap
     monkeypatch.setattr(auto, "installed", lambda: real)
     monkeypatch.setattr(fit, "available", lambda: 16 * GB)
     monkeypatch.setattr(measure, "N_PROMPTS", 3)

@@ -25,7 +25,7 @@ import struct
 from pathlib import Path
 
 BASE_BYTES = 1_000_000_000
-FACTOR = 2.5
+FACTOR = 3.0
 FRACTION = 0.5
 CAP_BYTES = 3_000_000_000  # issue 53's goal: peak RSS <= 3 GB whatever auto chooses
 

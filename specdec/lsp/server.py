@@ -54,7 +54,7 @@ MODEL_NOTE = (
     "(a local Hugging Face causal LM folder) and --draft DIR (a smaller model with the same "
     "tokenizer) or --no-draft; see docs/lsp.md"
 )
-REAL_NOTE = "specdec lsp: backend %s, methods %s, %s"
+REAL_NOTE = "specdec lsp: backend %s, %s"
 NOT_READY = ("", "", "")  # complete()'s answer while the model loads: empty, and the client asks again
 
 
@@ -98,7 +98,7 @@ class SpecdecServer(LanguageServer):
         if getattr(getattr(self.backend, "engine", None), "model_name", None) in (None, "tiny"):
             log.warning(MODEL_NOTE, name, ", ".join(methods))  # the shipped model (or one that cannot say)
         else:
-            log.warning(REAL_NOTE, name, ", ".join(methods), self.model_label())
+            log.warning(REAL_NOTE, name, self.model_label())
 
     def model_label(self) -> str:
         model = getattr(getattr(self.backend, "engine", None), "model_name", None)
