@@ -29,6 +29,8 @@ workspace/didChangeConfiguration (optionally under a "specdec" key):
   min_confidence    a completion whose tokens' geometric-mean probability is below this is
                     not shown (0-1, default 0.2; 0 = off)
   telemetry         initializationOptions only: a specdec/stats notification after each completion
+  wait_for_model    initializationOptions: initialize answers once the model is loaded (default
+                    false: at once; the model loads after `initialized`, shown as $/progress)
 
 The model (default --model auto): the most capable catalogue model installed here (never fetching
 one; a code model with fill-in-the-middle first, then larger) that fits in memory (estimated from
