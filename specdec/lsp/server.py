@@ -36,6 +36,7 @@ from pygls.lsp.server import LanguageServer
 
 from specdec.lsp.completer import Completer, Outcome
 from specdec.lsp.completion import Options, TypeAhead, current_line, offset_at, word_before
+from specdec.lsp.progress import Progress
 from specdec.lsp.protocol import SpecdecProtocol
 from specdec.lsp.quiet import confidence, repetitive, unsure
 from specdec.lsp.shared import Shared
@@ -239,30 +240,6 @@ class SpecdecServer(LanguageServer):
                 "confidence": confidence(out.spans, len(out.text or "")),
             },
         )
-
-
-class Progress:
-    """Work-done progress for a request that carries a ``workDoneToken``: begin at the first
-    engine step, a report per step (tokens so far), end when the request ends however it ends."""
-
-    def __init__(self, ls: SpecdecServer, token: t.ProgressToken | None, method: str) -> None:
-        self.ls, self.token, self.method, self.begun = ls, token, method, False
-
-    def step(self, stats: Any) -> None:
-        if self.token is None:
-            return
-        if not self.begun:
-            self.begun = True
-            self.ls.work_done_progress.begin(
-                self.token,
-                t.WorkDoneProgressBegin(title="specdec", message=f"completing ({self.method})", cancellable=False),
-            )
-        self.ls.work_done_progress.report(self.token, t.WorkDoneProgressReport(message=f"{stats.emitted} tokens"))
-
-    def end(self) -> None:
-        if self.token is not None and self.begun:
-            self.ls.work_done_progress.end(self.token, t.WorkDoneProgressEnd())
-            self.ls.work_done_progress.tokens.pop(self.token, None)
 
 
 def _word_start(pos: t.Position, word: str) -> t.Position:
