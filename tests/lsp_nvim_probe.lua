@@ -14,7 +14,8 @@ local client_id = vim.lsp.start_client({
   name = "specdec",
   cmd = { os.getenv("SPECDEC_PYTHON"), "-m", "specdec", "lsp" },
   root_dir = vim.fn.getcwd(),
-  init_options = { max_new_tokens = 16, stop = os.getenv("SPECDEC_STOP") or "line" },
+  -- initialize answers once the model is loaded (docs/lsp.md): the request below is the model's
+  init_options = { max_new_tokens = 16, stop = os.getenv("SPECDEC_STOP") or "line", wait_for_model = true },
 })
 if not client_id then finish({ error = "start_client failed" }) end
 vim.lsp.buf_attach_client(0, client_id)

@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 )
 async def client(lsp_client: LanguageClient):
     await lsp_client.initialize_session(
-        t.InitializeParams(capabilities=pytest_lsp.client_capabilities("neovim"), initialization_options={})
+        t.InitializeParams(
+            capabilities=pytest_lsp.client_capabilities("neovim"), initialization_options={"wait_for_model": True}
+        )
     )
     yield
     await lsp_client.shutdown_session()

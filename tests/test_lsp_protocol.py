@@ -65,7 +65,9 @@ class Raw:
         return self.wait(lambda m: m.get("id") == msg_id and "method" not in m)[0]
 
     def start(self, options=None, name: str = "raw") -> None:
+        """``initialize`` answered once the model is loaded (``wait_for_model``), then ``initialized``."""
         caps = {"textDocument": {"completion": {"completionItem": {"snippetSupport": True}}}}
+        options = {"wait_for_model": True, **(options or {})}
         params = {"processId": None, "rootUri": None, "capabilities": caps, "initializationOptions": options}
         params["clientInfo"] = {"name": name}
         self.reply(self.send("initialize", params))

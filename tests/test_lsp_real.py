@@ -20,7 +20,11 @@ SERVER = [sys.executable, "-m", "specdec", "lsp", "--model", "qwen2.5-coder-0.5b
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=SERVER))
 async def client(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(t.InitializeParams(capabilities=pytest_lsp.client_capabilities("neovim")))
+    await lsp_client.initialize_session(
+        t.InitializeParams(
+            capabilities=pytest_lsp.client_capabilities("neovim"), initialization_options={"wait_for_model": True}
+        )
+    )
     yield
     await lsp_client.shutdown_session()
 

@@ -33,7 +33,8 @@ async def client(lsp_client: LanguageClient):
     lsp_client.feature("specdec/stats")(lambda params: lsp_client.stats.append(params))
     lsp_client.init_result = await lsp_client.initialize_session(
         t.InitializeParams(
-            capabilities=pytest_lsp.client_capabilities("neovim"), initialization_options={"telemetry": True}
+            capabilities=pytest_lsp.client_capabilities("neovim"),
+            initialization_options={"telemetry": True, "wait_for_model": True},
         )
     )
     yield

@@ -63,7 +63,10 @@ def test_tcp_transport_serves_completions():
                         "processId": None,
                         "rootUri": None,
                         "capabilities": {},
-                        "initializationOptions": {"min_confidence": 0},  # transport, not the filter
+                        "initializationOptions": {
+                            "min_confidence": 0,
+                            "wait_for_model": True,
+                        },  # transport, not the filter
                     },
                 },
             )

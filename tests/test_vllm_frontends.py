@@ -86,7 +86,11 @@ def test_gradio_generate_on_vllm(vllm_url, engine) -> None:
     config=ClientServerConfig(server_command=[sys.executable, "-m", "specdec", "lsp", "--backend", URL]),
 )
 async def lsp(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(t.InitializeParams(capabilities=pytest_lsp.client_capabilities("neovim")))
+    await lsp_client.initialize_session(
+        t.InitializeParams(
+            capabilities=pytest_lsp.client_capabilities("neovim"), initialization_options={"wait_for_model": True}
+        )
+    )
     yield
     await lsp_client.shutdown_session()
 

@@ -1,13 +1,14 @@
 // Minimal VS Code client for `specdec lsp`: starts the server over stdio for Python files,
 // forwards every "specdec" setting (initializationOptions at start, didChangeConfiguration later)
-// and restarts the server when specdec.command / specdec.args / specdec.telemetry change (those
-// are read at start) or on the command "specdec: Restart the language server".
+// and restarts the server when specdec.command / specdec.args / specdec.telemetry /
+// specdec.wait_for_model change (those are read at start) or on the command "specdec: Restart the
+// language server".
 const vscode = require("vscode");
 const { LanguageClient } = require("vscode-languageclient/node");
 
 const FORWARDED = ["method", "max_new_tokens", "stop", "temperature", "k", "cache", "lookup_documents",
-  "heal", "fim", "multiline", "repeat_limit", "min_confidence", "telemetry"];
-const AT_START = ["command", "args", "telemetry"];
+  "heal", "fim", "multiline", "repeat_limit", "min_confidence", "telemetry", "wait_for_model"];
+const AT_START = ["command", "args", "telemetry", "wait_for_model"];
 let client;
 
 function settings() {
@@ -45,6 +46,7 @@ async function activate(context) {
     } else {
       const live = settings();
       delete live.telemetry;
+      delete live.wait_for_model;
       client.sendNotification("workspace/didChangeConfiguration", { settings: { specdec: live } });
     }
   }));

@@ -71,6 +71,7 @@ async def run(args: argparse.Namespace) -> dict:
                 "stop": args.stop,
                 "max_new_tokens": args.max_new_tokens,
                 "min_confidence": 0,  # every completion is shown: the bench times them and compares them
+                "wait_for_model": True,  # start-up is the time until the model is loaded
             },
         )
     )

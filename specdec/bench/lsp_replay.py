@@ -135,7 +135,12 @@ async def run(args: argparse.Namespace, trace: list | None = None) -> dict:
     await client.initialize_async(
         t.InitializeParams(
             capabilities=t.ClientCapabilities(),
-            initialization_options={"telemetry": True, "stop": args.stop, "max_new_tokens": args.max_new_tokens},
+            initialization_options={
+                "telemetry": True,
+                "stop": args.stop,
+                "max_new_tokens": args.max_new_tokens,
+                "wait_for_model": True,  # typing starts once the model is loaded
+            },
         )
     )
     client.initialized(t.InitializedParams())

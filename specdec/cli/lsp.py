@@ -1,9 +1,10 @@
 """Serve speculative code completions to editors over the Language Server Protocol (stdio or TCP).
 
-Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server, starts loading the
-models on the backend's model thread, and serves until the client sends ``exit`` (stdio) or the
-process is stopped (TCP); the exit status is 0 after ``shutdown`` + ``exit``, 1 for ``exit``
-without ``shutdown`` (the LSP specification). Bad flags end with a one-line error and status 2.
+Contract: ``add_arguments`` imports nothing heavy; ``run`` builds the server (the models load on
+the backend's model thread once the client sends ``initialized``: specdec/lsp/startup.py) and
+serves until the client sends ``exit`` (stdio) or the process is stopped (TCP); the exit status
+is 0 after ``shutdown`` + ``exit``, 1 for ``exit`` without ``shutdown`` (the LSP specification).
+Bad flags end with a one-line error and status 2.
 """
 
 from __future__ import annotations
@@ -28,16 +29,18 @@ workspace/didChangeConfiguration (optionally under a "specdec" key):
   min_confidence    a completion whose tokens' geometric-mean probability is below this is
                     not shown (0-1, default 0.2; 0 = off)
   telemetry         initializationOptions only: a specdec/stats notification after each completion
+  wait_for_model    initializationOptions: initialize answers once the model is loaded (default
+                    false: at once; the model loads after `initialized`, shown as $/progress)
 
-The model (default --model auto) is measured: at start-up the server loads the most capable
-catalogue model installed here (never fetching one; a code model with fill-in-the-middle first,
-then larger) whose line completion has p50 <= 150 ms on this machine, else the tiny shipped one
-(8.7M parameters, trained here: rough completions). The figures are cached in ~/.cache/specdec
-(per model, CPU and --threads; --recalibrate measures again) and a line on stderr names the choice.
---model NAME, or --target DIR and --draft DIR (local Hugging Face folders, same tokenizer) or
---no-draft, pick the model yourself; $SPECDEC_MODEL sets another default. On a quiet 2-core
-AVX-512 machine it chose smollm2-135m (p50 144 ms; qwen2.5-coder-0.5b 176 ms); measured while
-other jobs ran, tiny (docs/lsp.md).
+The model (default --model auto): the most capable catalogue model installed here (never fetching
+one; a code model with fill-in-the-middle first, then larger) that fits in memory (estimated from
+its files: at most half the memory available and --auto-memory GB) and whose line completion has
+p50 <= 150 ms on this machine, else the fastest one measured, else the tiny shipped one (8.7M
+parameters, trained here: rough completions). Candidates load one at a time; every step is said on
+stderr; the decision and each candidate's figures or failure are cached in ~/.cache/specdec, so a
+later start loads the chosen model at once (--recalibrate decides again). --model NAME, or --target
+DIR and --draft DIR (local Hugging Face folders, same tokenizer) or --no-draft, pick the model
+yourself; $SPECDEC_MODEL sets another default (docs/lsp.md).
 
 examples:
   specdec lsp                                  # stdio, for an editor; the model measured (auto)
@@ -55,6 +58,16 @@ def _host_port(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"--tcp wants HOST:PORT, e.g. 127.0.0.1:2087, got {value!r}")
     return host, int(port)
+
+
+def _gigabytes(value: str) -> int:
+    try:
+        gb = float(value)
+    except ValueError:
+        gb = -1.0
+    if not gb > 0:
+        raise argparse.ArgumentTypeError(f"--auto-memory wants a positive number of GB, got {value!r}")
+    return int(gb * 1e9)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +96,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="torch threads for the model (default 1: for one short completion of a small model, "
         "a second thread gains little and an editor's machine is busy with other work)",
+    )
+    parser.add_argument(
+        "--auto-memory",
+        type=_gigabytes,
+        default=None,
+        metavar="GB",
+        help="--model auto loads no candidate whose estimated peak resident size exceeds this (default 3, "
+        "and never more than half the memory available at start-up)",
     )
     parser.add_argument("--log-level", default="WARNING", help="python logging level, on stderr (default WARNING)")
     add_batch_args(parser)
@@ -118,24 +139,36 @@ def run(args: argparse.Namespace) -> int:
     if auto and args.backend:  # a remote server's model cannot be measured here: the tokenizer is tiny's, as before
         args.model, auto = "tiny", False
 
+    from specdec.lsp.startup import Gate
+
+    gate = Gate()  # the model loads once the client says ``initialized`` (specdec/lsp/startup.py)
+    server = None
+
+    def say(line: str) -> None:  # a step of the loading: on stderr, and in the editor's progress
+        print(line, file=sys.stderr, flush=True)
+        if server is not None:
+            server.loading.note(line)
+
     def loader():
         import torch
 
         torch.set_num_threads(args.threads)
-        if auto:  # the most capable installed model within the latency goal, measured once and cached
+        if auto:  # the most capable installed model that fits and meets the latency goal; decided once, cached
             from specdec.lsp.auto import load
 
-            return load(args, defaults, load_engine, lambda line: print(line, file=sys.stderr, flush=True))
+            return load(args, defaults, load_engine, say)
+        say(f"specdec lsp: loading {args.model or args.target or args.default_model}")
         return load_engine(args)
 
     from specdec.serving.remote import backend_for
 
-    local = lambda: make_backend(args, loader=loader) if args.max_batch > 1 else None  # None: in-process
-    server = create(loader, defaults, backend_for(args, local))
+    local = lambda: make_backend(args, loader=gate.then(loader)) if args.max_batch > 1 else None  # None: in-process
+    server = create(loader, defaults, backend_for(args, local), gate)
     if args.tcp:
         print(f"specdec lsp: listening on {args.tcp[0]}:{args.tcp[1]}", file=sys.stderr, flush=True)
         server.start_tcp(*args.tcp)
     else:
         server.start_io()
+    gate.cancel()  # a client that left before ``initialized``: the model thread ends without loading
     server.backend.shutdown(10)  # join the model thread (it ends before its next step) before exiting
     return 0 if server.protocol.shut_down else 1  # LSP: exit without shutdown is status 1

@@ -1,59 +1,60 @@
-"""``specdec lsp --model auto`` (the default): the most capable installed model that completes a line
-within the latency goal on the running machine, chosen by measurement and cached.
+"""``specdec lsp --model auto`` (the default): the most capable installed model that fits in memory
+and completes a line within the latency goal here, decided once and cached.
 
-Why: whether a real model answers fast enough depends on the CPU (its vector units pick the 4-bit
-kernel), its load and the thread count: SmolLM2's step went from ~50 ms to ~6-10 ms with the native
-q4_1 path on one machine, so no constant default can be right everywhere. A short measurement can.
+Why: whether a real model answers fast enough depends on the CPU, its load and the thread count, so
+no constant default is right everywhere; a short measurement is. But measuring means loading, and
+loading the wrong candidate once ran a 2-core host out of memory (issue 53): so what can be known
+without loading (installed models, their weights' sizes, the free memory, an earlier decision)
+decides first, and at most one candidate is ever loaded at a time.
 
 Contract:
-- ``GOAL_MS`` (150): the p50 goal of one line completion (issue 38).
-- ``candidates(models, installed)`` (pure): the installed catalogue names, most capable first: a
-  code model with fill-in-the-middle tokens before one without, then more parameters; the shipped
-  ``tiny`` is never a candidate, it is the fallback. Nothing is ever fetched.
-- ``choose(names, p50, goal)`` (pure): the first name whose ``p50(name)`` (milliseconds, or None:
-  it could not be measured) is <= ``goal``, else ``FALLBACK``; returns the name and every figure
-  asked for, in order. ``p50`` is asked lazily, so a slower candidate after the chosen one never
-  loads.
-- The cache: one JSON file per candidate and machine in ``cache_dir()`` (``lsp-auto-<digest>``),
-  keyed by ``fields``: the model (name, installed folder's config stamp), the CPU (model name,
-  count, flags), torch's version, the requested threads, the server's method / token limit / stop
-  and ``MEASURE``'s version. ``read`` returns the recorded figures only when every field matches;
-  ``write`` stores the fields with the figures (p50, each sample, date, load average).
-- ``measure(engine, options)``: the server's own path (``Completer`` over a ``LocalBackend``) on
-  ``N_PROMPTS`` of the shipped code prompts (cut after a word, the document ending at the cursor):
-  per prompt an untimed 1-token request a keystroke earlier (warms the target's cache, as in
-  typing) and a second one (one step on that warm cache), then a timed line completion. Bounded:
-  a step slower than ``goal`` stops it at once (p50 None), a first completion slower than four
-  times the goal stops it after that one, and so does ``BUDGET_S`` of measuring.
-- ``load(args, defaults, load_engine, say)``: the loader ``specdec lsp`` uses for ``auto``: walks
-  the candidates (one cached as too slow is never loaded; any other is loaded, and measured unless
-  cached), keeps the engine it chose, frees the rejected ones, and ``say``s one line naming the
-  choice and each candidate's p50 (``meets``: within the goal). ``--recalibrate`` measures again.
-  Loading a candidate the first time also calibrates it (specdec/engine/load.py), which costs more
-  than measuring it; later starts load only the chosen model.
+- ``Candidate`` (name, fim, params, resident bytes estimated by ``specdec.lsp.fit``);
+  ``ranked(cands)`` (pure): most capable first: a code model with fill-in-the-middle tokens before
+  one without, then more parameters. The shipped ``tiny`` (``FALLBACK``) is never a candidate.
+  ``installed()``: the installed catalogue models as candidates. Nothing is ever fetched.
+- ``fitting(cands, allowed)`` (pure): (the candidates whose estimate is <= ``allowed`` bytes,
+  a reason for each refused one).
+- ``choose(names, figures, goal)`` (pure): the first name whose ``figures(name)`` meets the goal;
+  else, of those that loaded and were measured, the fastest (a real model that fits is never
+  passed over for ``tiny``); else ``FALLBACK``. ``figures`` is asked lazily, in order, so nothing
+  after the chosen one loads. Returns the name and every figure asked for.
+- The caches (``cache_dir()``): per candidate, ``lsp-auto-<digest>`` keyed by ``fields`` (model and
+  its installed stamp, CPU, torch, threads, the server's method / token limit / stop, ``MEASURE``)
+  holds its figures, or its failure: a record "loading began" is written before each load and
+  replaced after, so a load the kernel kills is remembered as failed. ``DECISION``
+  (``lsp-auto-decision-<digest>``, keyed by every installed candidate's stamp, the CPU, the
+  settings and the memory cap) holds the last choice, so a later start loads it at once.
+- ``load(args, defaults, load_engine, say)``: the loader ``specdec lsp`` uses for ``auto``;
+  ``say``s every step (one line each) and returns the engine. ``--recalibrate`` decides again.
 """
 
 from __future__ import annotations
 
-import asyncio
+import copy
 import gc
 import hashlib
-import json
 import os
 import platform
-import statistics
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from specdec.catalog import known, store
-from specdec.paths import DEFAULT_PROMPTS, KeyedCache
+from specdec.lsp import fit
+from specdec.lsp.measure import GOAL_MS, measure, meets
+from specdec.paths import KeyedCache
 
-GOAL_MS = 150.0
 FALLBACK = "tiny"
-N_PROMPTS = 5
-BUDGET_S = 20.0  # measuring one candidate never takes longer than this (plus one request)
-MEASURE = 1  # bump when the measure changes: every cached figure is then taken again
+MEASURE = 2  # bump when the measure changes: every cached figure is then taken again
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    fim: bool
+    params: float
+    resident: int  # estimated peak resident bytes (specdec.lsp.fit)
 
 
 def params(m: known.Model) -> float:
@@ -65,23 +66,53 @@ def params(m: known.Model) -> float:
         return 0.0
 
 
-def candidates(models: Iterable[known.Model], installed: Callable[[known.Model], bool]) -> list[str]:
-    ranked = sorted((m for m in models if m.name != FALLBACK and installed(m)), key=lambda m: (not m.fim, -params(m)))
-    return [m.name for m in ranked]
+def ranked(cands: Iterable[Candidate]) -> list[Candidate]:
+    return sorted((c for c in cands if c.name != FALLBACK), key=lambda c: (not c.fim, -c.params))
+
+
+def fitting(cands: list[Candidate], allowed: int) -> tuple[list[Candidate], dict[str, str]]:
+    fits = [c for c in cands if c.resident <= allowed]
+    refused = {c.name: f"needs ~{fit.gb(c.resident)}, allowed {fit.gb(allowed)}" for c in cands if c not in fits}
+    return fits, refused
+
+
+def failed(f: dict | None) -> bool:
+    """Not loaded, or loaded and never measured (its load or its measuring failed)."""
+    return not f or (f.get("p50_ms") is None and f.get("step_ms") is None)
 
 
 def choose(
-    names: list[str], p50: Callable[[str], float | None], goal: float = GOAL_MS
-) -> tuple[str, dict[str, float | None]]:
-    figures: dict[str, float | None] = {}
+    names: list[str], figures: Callable[[str], dict | None], goal: float = GOAL_MS
+) -> tuple[str, dict[str, dict | None]]:
+    seen: dict[str, dict | None] = {}
     for name in names:
-        figures[name] = p50(name)
-        if figures[name] is not None and figures[name] <= goal:
-            return name, figures
-    return FALLBACK, figures
+        seen[name] = figures(name)
+        if meets(seen[name], goal):
+            return name, seen
+    usable = [n for n, f in seen.items() if not failed(f)]
+    if not usable:
+        return FALLBACK, seen
+    # measured p50 first (a line), then the one warm step of those stopped early; ties: the order given
+    return min(usable, key=lambda n: (seen[n]["p50_ms"] is None, seen[n]["p50_ms"] or seen[n]["step_ms"])), seen
 
 
-# -- the cache ------------------------------------------------------------------------------------
+def installed(models: Iterable[known.Model] = known.MODELS) -> list[Candidate]:
+    from specdec.catalog.resolve import resolve
+
+    out = []
+    for m in models:
+        if m.name == FALLBACK or not store.installed(m):
+            continue
+        try:
+            choice = resolve(m.name, None, None, False)
+        except Exception:  # noqa: BLE001 - its draft is missing: loading it would fail the same way
+            continue
+        n = fit.elements(choice.target) + fit.elements(choice.draft)
+        out.append(Candidate(m.name, m.fim, params(m), fit.resident(n)))
+    return ranked(out)
+
+
+# -- the caches -----------------------------------------------------------------------------------
 
 
 def cpu() -> dict:
@@ -99,17 +130,18 @@ def cpu() -> dict:
     return {"cpu": name, "cpus": os.cpu_count(), "flags": flags}
 
 
-def fields(name: str, threads: int, options) -> dict:
-    import torch
-
+def stamp(name: str) -> str:
     config = store.hf_dir(known.get(name)) / "config.json"
     try:
-        stamp = f"{config.stat().st_size}:{config.stat().st_mtime_ns}"
+        return f"{config.stat().st_size}:{config.stat().st_mtime_ns}"
     except OSError:
-        stamp = ""
+        return ""
+
+
+def settings(threads: int, options) -> dict:
+    import torch
+
     return {
-        "model": name,
-        "installed": stamp,
         **cpu(),
         "torch": torch.__version__,
         "threads": threads,
@@ -120,122 +152,114 @@ def fields(name: str, threads: int, options) -> dict:
     }
 
 
+def fields(name: str, threads: int, options) -> dict:
+    return {"model": name, "installed": stamp(name), **settings(threads, options)}
+
+
+def decision_key(names: list[str], threads: int, options, cap: int) -> dict:
+    return {"installed": {n: stamp(n) for n in sorted(names)}, "cap": cap, **settings(threads, options)}
+
+
 CACHE = KeyedCache("lsp-auto", "fields", "figures")
 cache_path, read, write = CACHE.path, CACHE.read, CACHE.write
+DECISION = KeyedCache("lsp-auto-decision", "key", "decision")
 
 
-# -- measuring ------------------------------------------------------------------------------------
-
-
-def prompts(n: int | None = None, path: Path = DEFAULT_PROMPTS) -> list[str]:
-    """The first ``n`` (``N_PROMPTS``) shipped code prompts (each ends after a line's first word)."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [r["prompt"] for r in rows if "prompt" in r][: n or N_PROMPTS]
-
-
-async def _measure(backend, options, docs: list[str], goal: float) -> dict:
-    from dataclasses import replace
-
-    from specdec.lsp.completer import Completer
-
-    completer, samples, tokens, t0 = Completer(backend), [], [], time.perf_counter()
-    never = lambda: False  # noqa: E731
-    warm = replace(options, max_new_tokens=1)
-    for doc in docs:
-        await completer.run(completer.prepare(doc[:-1], "", [], warm), never)
-        t1 = time.perf_counter()
-        await completer.run(completer.prepare(doc[:-2], "", [], warm), never)  # one step on a warm cache
-        step_ms = round(1000 * (time.perf_counter() - t1), 1)
-        if step_ms > goal:  # one step alone misses the goal
-            return {"p50_ms": None, "samples_ms": samples, "step_ms": step_ms, "why": f"one step {step_ms:.0f} ms"}
-        t1 = time.perf_counter()
-        out = await completer.run(completer.prepare(doc, "", [], options), never)
-        samples.append(round(1000 * (time.perf_counter() - t1), 1))
-        tokens.append(getattr(out.stats, "emitted", None))
-        if time.perf_counter() - t0 > BUDGET_S or samples[0] > 4 * goal:  # bounded; far past the goal
-            break
-    return {"p50_ms": statistics.median(samples), "samples_ms": samples, "tokens": tokens}
-
-
-def measure(engine, options, goal: float = GOAL_MS, docs: list[str] | None = None) -> dict:
-    """The figures of a line completion on ``engine``, through a temporary ``LocalBackend``."""
-    from specdec.serving.local import LocalBackend
-
-    backend = LocalBackend(engine, name="specdec-auto")
-    try:
-        out = asyncio.run(_measure(backend, options, docs or prompts(), goal))
-    finally:
-        backend.shutdown(10)
-    out["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    out["load"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    return out
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # -- the loader -----------------------------------------------------------------------------------
 
 
-def meets(figures: dict, goal: float = GOAL_MS) -> bool:
-    return figures.get("p50_ms") is not None and figures["p50_ms"] <= goal
+class _Walk:
+    """One start's walk over the candidates: loads at most one at a time, frees the rejected ones."""
+
+    def __init__(self, args, defaults, load_engine: Callable, say: Callable[[str], None], cap: int) -> None:
+        self.args, self.defaults, self.load_engine, self.say, self.cap = args, defaults, load_engine, say, cap
+        self.kept: dict = {}  # at most one engine: the last one measured, freed before another loads
+        self.short = False  # a candidate was passed over for the memory free now (not cached as a decision)
+
+    def engine_of(self, name: str):
+        ns = copy.copy(self.args)
+        ns.model = name
+        return self.load_engine(ns)
+
+    def figures(self, cand: Candidate) -> dict | None:
+        f = fields(cand.name, self.args.threads, self.defaults)
+        cached = None if getattr(self.args, "recalibrate", False) else read(f)
+        if cached is not None:
+            self.say(f"specdec lsp: auto: {cand.name}: {describe(cached)} (cached {cached.get('date', '')})")
+            return {**cached, "cached": True}
+        self.free()  # the one measured before goes first: one candidate in memory at a time
+        allowed = fit.allowed(fit.available(), self.cap)  # the memory free now, not at start
+        if cand.resident > allowed:
+            self.short = True
+            need = fit.gb(cand.resident)
+            self.say(f"specdec lsp: auto: {cand.name}: not loaded: needs ~{need}, allowed now {fit.gb(allowed)}")
+            return None
+        self.say(f"specdec lsp: auto: {cand.name}: loading to measure it (needs ~{fit.gb(cand.resident)})")
+        write(f, {"p50_ms": None, "why": f"loading began {now()} and never ended (killed?)", "date": now()})
+        t0 = time.perf_counter()
+        try:
+            self.kept = {cand.name: self.engine_of(cand.name)}
+            load_s = round(time.perf_counter() - t0, 1)
+            self.say(f"specdec lsp: auto: {cand.name}: loaded in {load_s} s; measuring")
+            got = {**measure(self.kept[cand.name], self.defaults), "load_s": load_s}
+        except Exception as e:  # a broken install or a failed measure is one failed candidate, not a dead server
+            got = {"p50_ms": None, "why": f"failed: {type(e).__name__}: {e}", "date": now()}
+        write(f, got)
+        self.say(f"specdec lsp: auto: {cand.name}: {describe(got)}")
+        return got
+
+    def free(self) -> None:
+        if self.kept:
+            self.kept.clear()
+            gc.collect()
+
+    def engine(self, name: str):
+        if name in self.kept:  # the last one measured: kept
+            return self.kept.pop(name)
+        self.free()
+        self.say(f"specdec lsp: auto: loading {name}")
+        return self.engine_of(name)
 
 
-def _loaded(name: str, f: dict, cached: dict | None, engine_of: Callable, defaults, kept: dict) -> dict:
-    """Load ``name`` into ``kept``; its cached figures, else measured ones (written to the cache)."""
-    t0 = time.perf_counter()
-    try:
-        kept[name] = engine_of(name)
-    except Exception as e:  # a broken install is one failed candidate, not a dead server
-        return {"p50_ms": None, "why": f"load failed: {e}"}
-    if cached is not None:
-        return {**cached, "cached": True}
-    load_s = round(time.perf_counter() - t0, 1)
-    try:
-        figures = {**measure(kept[name], defaults), "load_s": load_s}
-    except Exception as e:
-        return {"p50_ms": None, "why": f"measuring failed: {e}"}
-    write(f, figures)
-    return figures
+def describe(f: dict) -> str:
+    if f.get("p50_ms") is not None:
+        extra = f" (load average {f['load'][0]:.1f})" if f.get("load") else ""
+        return f"p50 {f['p50_ms']:.0f} ms{extra}" + (" - meets the goal" if meets(f) else " - slower than the goal")
+    return f.get("why") or "not measured"
 
 
 def load(args, defaults, load_engine: Callable, say: Callable[[str], None]):
     """The engine ``auto`` picks (``load_engine(namespace)`` loads one model's engine)."""
-    import copy
-
-    kept: dict = {}
-    recorded: dict[str, dict] = {}
-
-    def engine_of(name: str):
-        ns = copy.copy(args)
-        ns.model = name
-        return load_engine(ns)
-
-    def p50(name: str) -> float | None:
-        f = fields(name, args.threads, defaults)
-        cached = None if getattr(args, "recalibrate", False) else read(f)
-        if cached is not None and not meets(cached):  # known too slow here: never loaded
-            recorded[name] = {**cached, "cached": True}
-        else:
-            recorded[name] = _loaded(name, f, cached, engine_of, defaults, kept)
-        if not meets(recorded[name]) and kept.pop(name, None) is not None:
-            gc.collect()  # free a rejected model before the next one loads
-        return recorded[name]["p50_ms"]
-
-    name, _ = choose(candidates(known.MODELS, store.installed), p50)
-    engine = kept.pop(name) if name in kept else engine_of(name)
-    say(summary(name, recorded))
-    return engine
-
-
-def summary(name: str, recorded: dict[str, dict]) -> str:
-    def one(n: str, f: dict) -> str:
-        p = f.get("p50_ms")
-        notes = [f"load average {f['load'][0]:.1f}"] if f.get("load") else []
-        notes += ["cached"] if f.get("cached") else []
-        fig = f"p50 {p:.0f} ms" if p is not None else f.get("why", "not measured")
-        return f"{n} {fig}" + (f" ({', '.join(notes)})" if notes else "")
-
-    measured = "; ".join(one(n, f) for n, f in recorded.items()) or "no catalogue model installed"
-    why = "the most capable" if name != FALLBACK else "none of the installed models is"
-    return (
-        f"specdec lsp: model auto -> {name}: {why} within p50 <= {GOAL_MS:.0f} ms for a line completion "
-        f"here ({measured}); --model NAME picks another, --recalibrate measures again"
+    cap = int(getattr(args, "auto_memory", None) or fit.CAP_BYTES)
+    avail = fit.available()
+    allowed = fit.allowed(avail, cap)
+    cands = installed()
+    say(
+        f"specdec lsp: auto: installed {', '.join(c.name for c in cands) or 'no catalogue model'}; memory available "
+        f"{fit.gb(avail) if avail is not None else 'unknown'}, a model may take {fit.gb(allowed)} (cap {fit.gb(cap)})"
     )
+    walk = _Walk(args, defaults, load_engine, say, cap)
+    key = decision_key([c.name for c in cands], args.threads, defaults, cap)
+    cached = None if getattr(args, "recalibrate", False) else DECISION.read(key)
+    by_name = {c.name: c for c in cands}
+    if cached is not None and (cached["model"] == FALLBACK or by_name[cached["model"]].resident <= allowed):
+        say(f"specdec lsp: auto -> {cached['model']} (decided {cached['date']}; --recalibrate decides again)")
+        try:
+            return walk.engine(cached["model"])
+        except Exception as e:  # noqa: BLE001 - decide again without it
+            say(f"specdec lsp: auto: {cached['model']} failed to load ({type(e).__name__}: {e}); deciding again")
+            failure = {"p50_ms": None, "why": f"failed: {type(e).__name__}: {e}", "date": now()}
+            write(fields(cached["model"], args.threads, defaults), failure)
+    fits, refused = fitting(cands, allowed)
+    for name, why in refused.items():
+        say(f"specdec lsp: auto: {name}: not loaded: {why}")
+    name, seen = choose([c.name for c in fits], lambda n: walk.figures(by_name[n]))
+    why = "meets" if meets(seen.get(name)) else "the fastest measured; none meets" if name != FALLBACK else "none fits"
+    say(f"specdec lsp: auto -> {name} ({why} the goal p50 <= {GOAL_MS:.0f} ms here; --model NAME picks another)")
+    if not walk.short and not any(by_name[n].resident <= cap for n in refused):  # not for a transient shortage
+        DECISION.write(key, {"model": name, "date": now(), "why": why})
+    return walk.engine(name)

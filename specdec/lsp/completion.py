@@ -52,6 +52,7 @@ class Options:
     multiline: bool | None = None  # completion-list items may hold newlines; None: from the client
     repeat_limit: int = 3  # a unit repeated this many times in a row is junk: no answer (0 = off)
     min_confidence: float = 0.2  # geometric-mean token probability below this: no answer (0 = off)
+    wait_for_model: bool = False  # initialize answers once the model is loaded (scripts, benchmarks)
 
     def resolved_method(self, methods: tuple[str, ...]) -> str:
         if self.method is not None:
@@ -65,7 +66,7 @@ class Options:
             raise OptionsError("; ".join(errors))
         return new
 
-    def applied(self, data: Any, methods: tuple[str, ...]) -> tuple[Options, list[str]]:
+    def applied(self, data: Any, methods: tuple[str, ...] | None) -> tuple[Options, list[str]]:
         """(a copy with every valid setting applied, one message per bad setting, naming it).
 
         ``data`` is the settings object or ``{"specdec": {...}}``. ``None``, ``{"specdec": null}``
@@ -96,8 +97,9 @@ class Options:
                 errors.append(str(e))
         return new, errors
 
-    def check(self, methods: tuple[str, ...]) -> None:
-        if self.method is not None and self.method not in methods:
+    def check(self, methods: tuple[str, ...] | None) -> None:
+        """``methods`` None: not known yet (the model is loading); the method is checked once it is."""
+        if self.method is not None and methods is not None and self.method not in methods:
             raise OptionsError(f"method must be one of {', '.join(methods)}, got {self.method!r}")
         if (
             isinstance(self.max_new_tokens, bool)
@@ -121,7 +123,7 @@ class Options:
             parse_k(self.k)
         except ConfigError as e:
             raise OptionsError(str(e)) from None
-        for name in ("cache", "telemetry", "lookup_documents", "heal"):
+        for name in ("cache", "telemetry", "lookup_documents", "heal", "wait_for_model"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.multiline is not None and not isinstance(self.multiline, bool):

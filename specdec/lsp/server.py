@@ -1,9 +1,13 @@
 """The pygls language server: thin handlers over ``specdec.lsp.completion`` and ``specdec.lsp.completer``.
 
 Contract:
-- ``initialize`` waits for the model (loading starts with the process, on the backend's model
-  thread: ``specdec.serving.local.LocalBackend(loader=...)``) and reads ``initializationOptions``;
-  ``workspace/didChangeConfiguration`` updates them.
+- ``initialize`` answers at once and reads ``initializationOptions``; the model loads on the
+  backend's model thread (``specdec.serving.local.LocalBackend(loader=...)``) once the client
+  sends ``initialized``, with work-done progress in the editor and ``window/showMessage`` on a
+  failure (``specdec.lsp.startup``). Until it is ready, completions get an empty, incomplete answer
+  at once. ``wait_for_model: true`` in ``initializationOptions`` makes ``initialize`` answer only
+  once the model is loaded (scripts and benchmarks). ``workspace/didChangeConfiguration`` updates
+  the settings.
   Bad settings are reported with ``window/showMessage`` and the previous ones stay in force.
 - ``textDocument/completion`` answers one item whose ``insertText`` is the model's continuation
   at the cursor (its ``textEdit`` replaces the word before the cursor with that word plus the
@@ -32,9 +36,11 @@ from pygls.lsp.server import LanguageServer
 
 from specdec.lsp.completer import Completer, Outcome
 from specdec.lsp.completion import Options, TypeAhead, current_line, offset_at, word_before
+from specdec.lsp.progress import Progress
 from specdec.lsp.protocol import SpecdecProtocol
 from specdec.lsp.quiet import confidence, repetitive, unsure
 from specdec.lsp.shared import Shared
+from specdec.lsp.startup import Gate, Loading
 from specdec.lsp.suffix import merge, rest_of_line
 from specdec.serving.backend import Busy
 from specdec.serving.local import LocalBackend
@@ -49,12 +55,17 @@ MODEL_NOTE = (
     "(a local Hugging Face causal LM folder) and --draft DIR (a smaller model with the same "
     "tokenizer) or --no-draft; see docs/lsp.md"
 )
-REAL_NOTE = "specdec lsp: backend %s, methods %s, model %s"
+REAL_NOTE = "specdec lsp: backend %s, %s"
+NOT_READY = ("", "", "")  # complete()'s answer while the model loads: empty, and the client asks again
 
 
 class SpecdecServer(LanguageServer):
-    def __init__(self, loader: Any, defaults: Options = Options(), backend: Any = None) -> None:
+    def __init__(
+        self, loader: Any, defaults: Options = Options(), backend: Any = None, gate: Gate | None = None
+    ) -> None:
         super().__init__("specdec", "0.1", protocol_cls=SpecdecProtocol)
+        self.gate = gate or Gate()  # the loader runs once it opens: on ``initialized`` (startup.py)
+        self.loading = Loading(self)
         self.options = defaults
         self.typeahead = TypeAhead()
         self.shared = Shared()
@@ -63,8 +74,9 @@ class SpecdecServer(LanguageServer):
         self.latest: dict[str, int] = {}
         self.seq = 0
         self.completer: Completer | None = None
-        # any specdec.serving.backend.Backend; by default the in-process one, whose model thread loads the models now
-        self.backend = backend if backend is not None else LocalBackend(loader=loader)
+        # any specdec.serving.backend.Backend (whose loader, if any, waits on ``gate``); by default the
+        # in-process one, whose model thread loads the models once the gate opens
+        self.backend = backend if backend is not None else LocalBackend(loader=self.gate.then(loader))
 
     def start_io(self, stdin=None, stdout=None) -> None:
         """Serve over stdio, stdin read on the event loop (``specdec/lsp/stdio.py``: no thread per read)."""
@@ -72,19 +84,30 @@ class SpecdecServer(LanguageServer):
 
         start_io(self, stdin, stdout)
 
-    async def ready(self) -> Completer:
-        if self.completer is None:
-            await self.backend.ready()
-            self.completer = self.completer or Completer(self.backend)
-            methods = self.backend.methods
-            if self.options.method not in (None, *methods):
-                log.error("method %r is not available (%s); using the default", self.options.method, ", ".join(methods))
-                self.options = replace(self.options, method=None)
-        return self.completer
+    def loaded(self) -> None:
+        """The backend is ready (``startup.Loading``): completions run from now on."""
+        if self.completer is not None:
+            return
+        self.completer = Completer(self.backend)
+        methods = self.backend.methods
+        if self.options.method not in (None, *methods):
+            message = f"method {self.options.method!r} is not available ({', '.join(methods)}); using the default"
+            log.error(message)
+            self.window_show_message(t.ShowMessageParams(t.MessageType.Error, "specdec: " + message))
+            self.options = replace(self.options, method=None)
+        name = getattr(self.backend, "name", type(self.backend).__name__)
+        if getattr(getattr(self.backend, "engine", None), "model_name", None) in (None, "tiny"):
+            log.warning(MODEL_NOTE, name, ", ".join(methods))  # the shipped model (or one that cannot say)
+        else:
+            log.warning(REAL_NOTE, name, self.model_label())
+
+    def model_label(self) -> str:
+        model = getattr(getattr(self.backend, "engine", None), "model_name", None)
+        return f"model {model or getattr(self.backend, 'name', 'remote')}, methods {', '.join(self.backend.methods)}"
 
     def configure(self, data: Any, initial: bool = False) -> None:
         """Apply every valid setting; one ``window/showMessage`` error names each bad one."""
-        methods = self.backend.methods if self.completer else ()
+        methods = self.backend.methods if self.completer else None  # None: checked once loaded
         new, errors = self.options.applied(data, methods)
         if not initial and new.telemetry != self.options.telemetry:
             errors.append("telemetry is set in initializationOptions only")
@@ -134,7 +157,10 @@ class SpecdecServer(LanguageServer):
         """(prefix, completion, the text after the cursor) or None; raises CancelledError when
         the client cancels. Requests for the same document, text and settings share one run."""
         t0 = time.perf_counter()
-        completer = await self.ready()
+        completer = self.completer
+        if completer is None:  # still loading (or never asked to: a client without ``initialized``)
+            self.loading.start()
+            return NOT_READY
         got = self.text_before(uri, pos)
         if got is None:
             return None
@@ -216,48 +242,25 @@ class SpecdecServer(LanguageServer):
         )
 
 
-class Progress:
-    """Work-done progress for a request that carries a ``workDoneToken``: begin at the first
-    engine step, a report per step (tokens so far), end when the request ends however it ends."""
-
-    def __init__(self, ls: SpecdecServer, token: t.ProgressToken | None, method: str) -> None:
-        self.ls, self.token, self.method, self.begun = ls, token, method, False
-
-    def step(self, stats: Any) -> None:
-        if self.token is None:
-            return
-        if not self.begun:
-            self.begun = True
-            self.ls.work_done_progress.begin(
-                self.token,
-                t.WorkDoneProgressBegin(title="specdec", message=f"completing ({self.method})", cancellable=False),
-            )
-        self.ls.work_done_progress.report(self.token, t.WorkDoneProgressReport(message=f"{stats.emitted} tokens"))
-
-    def end(self) -> None:
-        if self.token is not None and self.begun:
-            self.ls.work_done_progress.end(self.token, t.WorkDoneProgressEnd())
-            self.ls.work_done_progress.tokens.pop(self.token, None)
-
-
 def _word_start(pos: t.Position, word: str) -> t.Position:
     return t.Position(pos.line, max(0, pos.character - len(word.encode("utf-16-le")) // 2))
 
 
-def create(loader: Any, defaults: Options = Options(), backend: Any = None) -> SpecdecServer:
-    server = SpecdecServer(loader, defaults, backend)
+def create(loader: Any, defaults: Options = Options(), backend: Any = None, gate: Gate | None = None) -> SpecdecServer:
+    server = SpecdecServer(loader, defaults, backend, gate)
 
     @server.feature(t.INITIALIZE)
     async def initialize(ls: SpecdecServer, params: t.InitializeParams) -> None:
         ls.client_info = params.client_info
-        await ls.ready()
         ls.configure(params.initialization_options, initial=True)
-        name = getattr(ls.backend, "name", type(ls.backend).__name__)
-        model = getattr(getattr(ls.backend, "engine", None), "model_name", None)
-        if model in (None, "tiny"):  # the shipped model (or a backend that cannot say): the caveat
-            log.warning(MODEL_NOTE, name, ", ".join(ls.backend.methods))
-        else:
-            log.warning(REAL_NOTE, name, ", ".join(ls.backend.methods), model)
+        if ls.options.wait_for_model:  # the old way, for scripts: answer once the model is loaded
+            ls.gate.open()
+            await ls.backend.ready()
+            ls.loaded()
+
+    @server.feature(t.INITIALIZED)
+    def initialized(ls: SpecdecServer, params: t.InitializedParams) -> None:
+        ls.loading.start()  # the model loads now, with progress in the editor
 
     @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: SpecdecServer, params: t.DidChangeConfigurationParams) -> None:
