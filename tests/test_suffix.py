@@ -117,3 +117,35 @@ def test_a_suffix_tree_keeps_p_at_temperature_one(engine, monkeypatch):
     always_a = np.zeros_like(p)
     always_a[a] = TRIALS
     assert chi2_pvalue(always_a, p, TRIALS) < 1e-3
+
+
+def test_serve_shares_one_capped_cache_across_connections(engine, prompts, fresh):
+    """``specdec serve --suffix-cache-mb``: the flag caps the engine's one cache; a client repeating
+    another client's request over the WebSocket drafts from it (batch rows), every stream exact."""
+    import argparse
+
+    from specdec.cli import serve
+    from specdec.core.config import ConfigError
+    from specdec.server.ws_protocol import Limits
+    from tests.serve_helpers import ServerThread, check_stream, client, generate, until_done
+
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    assert parser.parse_args([]).suffix_cache_mb == serve.SUFFIX_CACHE_MB
+    for bad in ("-1", "nan"):
+        with pytest.raises(ConfigError, match="suffix-cache-mb"):
+            serve.check_args(parser.parse_args(["--suffix-cache-mb", bad]))
+    serve.suffix_cache(engine, parser.parse_args(["--suffix-cache-mb", "2"]))
+    assert fresh.cache.cap == 2 * 2**20 and engine.proposers["suffix"] is fresh
+    prompt = prompts[11][-300:]
+    want = engine.generate(prompt, _spec("none", 40)).tokens
+    limits = Limits(max_message_bytes=4096, max_prompt_tokens=200, max_new_tokens=100, max_queue=8)
+    done = []
+    with ServerThread(engine, limits, max_batch=2) as srv:
+        for i in range(2):  # two connections, one after the other
+            with client(srv.url) as ws:
+                generate(ws, f"r{i}", prompt, method="suffix", max_new_tokens=40)
+                msgs = until_done(ws, f"r{i}")
+                assert check_stream(msgs)[1] == want
+                done.append(msgs[-1]["stats"])
+    assert done[1]["accepted"] > done[0]["accepted"] and 0 < fresh.cache.nbytes() <= fresh.cache.cap
