@@ -180,3 +180,15 @@ def test_a_finished_requests_last_tokens_are_stored_and_rows_release_theirs():
     row += [11, 12]
     form.release(state)
     assert s.cache.walk(s.cache.namespace(None), [8, 9, 10, 11, 12]).count == 1 and state.doc is None
+
+
+def test_a_replaced_cache_leaves_the_old_states_behind():
+    s = SuffixDecoding()
+    old = s.form.new_state()
+    s.form.propose([old], [_ctx([1, 2, 3])])
+    s.configure(8.0)  # as ``specdec serve --suffix-cache-mb`` does
+    new = s.form.new_state()
+    s.form.propose([new], [_ctx([4, 5, 6])])
+    s.form.release(old)  # a row of the old cache ends after the swap: nothing of it lands here
+    ns = s.cache.namespace(None)
+    assert s.cache.walk(ns, [1]) is None and s.cache.walk(ns, [4, 5]).count == 1 and s.cache.cap == 8 * 2**20

@@ -158,4 +158,4 @@ class SuffixRows:
         self.suffix.finish(state)
 
     def nbytes(self) -> int:
-        return self.suffix.cache.nbytes()
+        return 0  # no per-slot buffers; the cache is bounded by its own cap (``cache.stats()``)

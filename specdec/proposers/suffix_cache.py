@@ -32,12 +32,14 @@ Contract (pure logic, no torch, no threads: the caller serialises access, as the
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 
 NODE_BYTES = 270  # a slotted node plus its children dict, CPython 3.11-3.13 (docs/suffix.md)
 TOKEN_BYTES = 8  # one list slot per stored token id
 SHARED = "shared"
+_DOC_IDS = itertools.count()  # unique across caches: a state holding a replaced cache's id finds nothing
 
 
 class Node:
@@ -71,7 +73,6 @@ class SuffixCache:
         self.nodes = 0
         self.tokens = 0
         self.evicted = 0  # documents evicted so far
-        self._next = 0
 
     # -- namespaces and documents -------------------------------------------------------------
     def namespace(self, tenant: str | None) -> str:
@@ -79,7 +80,7 @@ class SuffixCache:
         return SHARED if self.shared else f"tenant:{tenant or ''}"
 
     def open(self, ns: str) -> int:
-        doc_id, self._next = self._next, self._next + 1
+        doc_id = next(_DOC_IDS)
         self.docs[doc_id] = _Doc(ns)
         return doc_id
 
