@@ -75,8 +75,10 @@ def main() -> None:
         print("cache:", engine.proposers["suffix"].cache.stats())
 
 
-def chat_ids(engine, row) -> list[int]:
-    return engine.tokenizer.apply_chat_template(row["messages"], add_generation_prompt=True, tokenize=True)
+def chat_ids(engine, row) -> str:
+    from specdec.engine.chat import render
+
+    return render(engine.tokenizer, row["messages"])
 
 
 if __name__ == "__main__":
