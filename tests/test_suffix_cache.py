@@ -192,3 +192,16 @@ def test_a_replaced_cache_leaves_the_old_states_behind():
     s.form.release(old)  # a row of the old cache ends after the swap: nothing of it lands here
     ns = s.cache.namespace(None)
     assert s.cache.walk(ns, [1]) is None and s.cache.walk(ns, [4, 5]).count == 1 and s.cache.cap == 8 * 2**20
+
+
+def test_a_request_whose_document_was_evicted_goes_on_without_refeeding_it():
+    s = SuffixDecoding(cap_mb=0.01)  # ~38 nodes: a few tokens of novel text
+    run = list(range(100, 104))
+    s.propose(_ctx(run))
+    first = s.state.doc
+    run += list(range(200, 240))  # a long step: the document outgrows the cap and is evicted
+    s.propose(_ctx(run))
+    assert not s.cache.alive(first) and s.cache.nodes == 0
+    run += [300, 301, 302]
+    s.propose(_ctx(run))  # a new document with only what came after the eviction
+    assert s.cache.alive(s.state.doc) and s.cache.doc_tokens(s.state.doc) == [239, 300, 301]

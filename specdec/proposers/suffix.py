@@ -83,20 +83,22 @@ class SuffixDecoding:
     # -- feeding --------------------------------------------------------------------------------
     def sync(self, state: SuffixState, ctx: Context) -> None:
         """Store ``ctx.tokens`` but the last in ``state``'s document. Tokens that do not extend the
-        last call's (another request: the engine gives each its own list), another namespace or
-        an evicted document first finish the old request (``finish``) and open a new document."""
+        last call's (another request: the engine gives each its own list) or another namespace
+        first finish the old request (``finish``) and open a new document; a document evicted
+        while its request runs is followed by a new one holding only what comes next."""
         cache, tokens = self.cache, ctx.tokens
         ns = cache.namespace(getattr(ctx, "tenant", None))
         same = (
             state.doc is not None
             and state.ns == ns
-            and cache.alive(state.doc)
             and state.of is not None
             and (tokens is state.of or tokens[: len(state.of)] == state.of)
         )
         if not same:
             self.finish(state)
             state.doc, state.ns, state.fed = cache.open(ns), ns, 0
+        elif not cache.alive(state.doc):  # evicted mid-request: go on from here, never re-feed the past
+            state.doc = cache.open(ns)
         state.of = tokens
         upto = len(tokens) - 1
         if upto > state.fed:
