@@ -149,3 +149,12 @@ def test_serve_shares_one_capped_cache_across_connections(engine, prompts, fresh
                 assert check_stream(msgs)[1] == want
                 done.append(msgs[-1]["stats"])
     assert done[1]["accepted"] > done[0]["accepted"] and 0 < fresh.cache.nbytes() <= fresh.cache.cap
+
+
+def test_the_benchs_cold_start_forgets_the_cache(engine, prompts, fresh):
+    from specdec.bench.run import cold
+
+    engine.generate(prompts[3], _spec("suffix", 16))
+    assert fresh.cache.nodes > 0
+    cold(engine)  # before every timed generation of ``specdec bench``
+    assert fresh.cache.nodes == 0 and not fresh.cache.docs

@@ -205,3 +205,15 @@ def test_a_request_whose_document_was_evicted_goes_on_without_refeeding_it():
     run += [300, 301, 302]
     s.propose(_ctx(run))  # a new document with only what came after the eviction
     assert s.cache.alive(s.state.doc) and s.cache.doc_tokens(s.state.doc) == [239, 300, 301]
+
+
+def test_the_benchs_cold_start_empties_the_cache():
+    """``specdec/bench/run.py``'s ``cold`` clears every proposer's ``kept``: a timed request must
+    not draft from its own warm-up runs."""
+    s = SuffixDecoding()
+    for n in range(2, 8):
+        s.propose(_ctx([1, 2, 3, 4, 5, 6, 7][:n]))
+    assert s.kept is s.cache and s.cache.nodes > 0
+    s.kept.clear()
+    assert s.cache.nodes == s.cache.tokens == s.cache.nbytes() == 0 and not s.cache.docs
+    assert s.propose(_ctx([9, 1, 2, 3])).n == 0  # nothing left to draft from, and no error

@@ -24,7 +24,8 @@ prompts and outputs of the requests before it (SuffixDecoding, Oliaro et al., ar
   are never used as q.
 ``SuffixRows`` is the batch form (``core/methods.py``): a state per row, searched one by one.
 ``configure(cap_mb, shared)`` replaces the cache (``specdec serve --suffix-cache-mb``; 0 = off:
-only the fallback drafts).
+only the fallback drafts). ``kept`` is the cache, which the bench's cold start clears before every
+timed generation (``specdec/bench/run.py``: a request must not draft from its own warm-up runs).
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ class SuffixDecoding:
         """A fresh cache with this cap (0 = off) and namespace rule; every state starts again."""
         self.cache = SuffixCache(cap_mb, DEPTH, shared)
         self.state = SuffixState()
+
+    @property
+    def kept(self) -> SuffixCache:
+        """What it keeps from earlier requests: the cache (the bench's ``cold`` clears it)."""
+        return self.cache
 
     def new_state(self) -> SuffixState:
         return SuffixState()

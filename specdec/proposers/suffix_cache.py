@@ -221,6 +221,12 @@ class SuffixCache:
             push(child, len(tokens) - 1, -neg)
         return tokens, parents, scores
 
+    def clear(self) -> None:
+        """Forget every document (the bench's cold start, ``specdec/bench/run.py``)."""
+        self.roots.clear()
+        self.docs.clear()
+        self.nodes = self.tokens = 0
+
     def stats(self) -> dict:
         return {
             "documents": len(self.docs),
