@@ -58,6 +58,7 @@ def main() -> None:
         p = argparse.ArgumentParser()
         add_model_args(p)
         engine = engine_from_args(p.parse_args(["--model", a.model]))
+    print(f"model {a.model}, target weights {engine.target.weights}", flush=True)
     rows = prompts_for(a.model, a.prompts)
     ids = [engine.encode(r if isinstance(r, str) else chat_ids(engine, r)) for r in rows]
     spec = lambda m: GenerateSpec(method=m, max_new_tokens=a.new)  # noqa: E731
