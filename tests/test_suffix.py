@@ -158,3 +158,18 @@ def test_the_benchs_cold_start_forgets_the_cache(engine, prompts, fresh):
     assert fresh.cache.nodes > 0
     cold(engine)  # before every timed generation of ``specdec bench``
     assert fresh.cache.nodes == 0 and not fresh.cache.docs
+
+
+def test_the_concurrency_bench_repeats_a_workload_and_reports_tau(engine, prompts, fresh):
+    """``specdec bench --concurrency 2 --repeat-workload``: each prompt again after the others; the
+    suffix rows draft the repeats from the cache (tau above plain's 1), every request identical."""
+    from specdec.bench.concurrency import run_concurrency
+    from specdec.bench.repeated import repeated
+    from specdec.cli.main import main
+
+    assert repeated(["a", "b"]) == ["a", "b", "a", "b"]
+    result = run_concurrency(engine, repeated(prompts[12:15]), [2], ["none", "suffix"], 24, hf=False)
+    rows = {(r["row"], r["method"]): r for r in result["rows"]}
+    assert all(r["identical"] for r in result["rows"])
+    assert rows[("batch", "none")]["tau"] == 1.0 and rows[("batch", "suffix")]["tau"] > 1.5
+    assert main(["bench", "--repeat-workload"]) == 2  # only with --concurrency
