@@ -18,8 +18,9 @@ prompts and outputs of the requests before it (SuffixDecoding, Oliaro et al., ar
   over its tokens and ``ctx.corpus``) as a chain.
 - Exactness: the draft is a deterministic function of the cache and the context, so its q is
   one-hot at each node's token (``Draft.q = None``), and the one verifier (``core/verify.py``)
-  accepts a child with probability p(x) / 1 and moves the rejected mass to the next sibling; the
-  output is distributed exactly as the target's p at every temperature, and at temperature 0 is
+  accepts a child x with probability r(x) / 1 (r: the node's p row, less the siblings it rejected
+  before, renormalised) and moves a rejected child's mass to the next sibling; the output is
+  distributed exactly as the target's p at every temperature, and at temperature 0 is
   plain greedy decoding (tests/test_suffix.py). The scores only order and prune the tree: they
   are never used as q.
 ``SuffixRows`` is the batch form (``core/methods.py``): a state per row, searched one by one.
