@@ -327,7 +327,7 @@ def test_a_new_method_is_one_registry_entry(engine, monkeypatch):
 
     b = BatchBackend(twin, max_batch=2, max_queue=4)
     try:
-        assert b._proposers.batched["echo"] is batch and set(b._proposers.batched) == {"echo", "lookup"}
+        assert b._proposers.batched["echo"] is batch and set(b._proposers.batched) == {"echo", "lookup", "suffix"}
         handles = [b.submit(Request(prompt, GenerateSpec(method="echo", max_new_tokens=24))) for _ in range(2)]
         assert all([t for ev in h for t in ev.token_ids] == base for h in handles)
         assert batch.calls > 0

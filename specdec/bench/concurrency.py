@@ -14,7 +14,9 @@ tokens). Rows ``load`` repeat every
 speculative method on a second backend with the load policy (``adaptive=True``, specdec/serving/batch/adapt.py:
 a draft cap for draft and lookup, tree or plain step for medusa and eagle),
 each cell right after the same method's fixed-k cell at that level, so the host's drift hits both alike.
-``repeats``
+Each cell has ``tau`` (emitted tokens per target forward) and starts with an empty suffix cache;
+``--repeat-workload`` sends every prompt twice, the second time after all the others
+(``specdec/bench/repeated.py``). ``repeats``
 (``--repeats``) runs every cell that many times in rounds and keeps the median run (``tok_s_runs``:
 all of them), so a ratio of two cells is not one slow minute's.
 ``hf`` adds transformers' own continuous batching (``model.generate_batch`` with
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 
 from specdec.bench.closed_loop import closed_loop
+from specdec.bench.repeated import cold_suffix, repeated, tau
 from specdec.core.config import GenerateSpec
 from specdec.figures.concurrency import chart
 from specdec.models import prefixes
@@ -55,6 +58,7 @@ def run_cell(backend, ids: list[list[int]], spec: GenerateSpec, c: int) -> tuple
     out: list = [None] * len(ids)
     ttft: list[float] = []
     rates: list[float] = []
+    stats: list = [None] * len(ids)
     lock = threading.Lock()
 
     def job(i: int) -> None:
@@ -64,6 +68,7 @@ def run_cell(backend, ids: list[list[int]], spec: GenerateSpec, c: int) -> tuple
             if first is None:
                 first = time.perf_counter() - t0
             toks += ev.token_ids
+            stats[i] = ev.stats
         dt = time.perf_counter() - t0
         with lock:
             out[i] = toks
@@ -80,6 +85,7 @@ def run_cell(backend, ids: list[list[int]], spec: GenerateSpec, c: int) -> tuple
         "ttft_p95_ms": 1000 * _pct(ttft, 0.95),
         "req_tok_s_p50": _pct(rates, 0.5),
         "req_tok_s_p5": _pct(rates, 0.05),
+        "tau": tau(stats),
     }
     return cell, out
 
@@ -146,6 +152,7 @@ def run_concurrency(
                 local_runs.append(run_cell(local, ids, spec_of["none"], 1))
                 print(f"  c=1   local       {local_runs[-1][0]['tok_s']:7.1f} tok/s", file=sys.stderr)
             for kind, m in cells:
+                cold_suffix(engine)  # every cell's suffix cache starts empty (specdec/bench/repeated.py)
                 cell, out = run_cell(backends[kind], ids, spec_of[m], c)
                 runs[(kind, m)].append((cell, out))
                 label = m if kind == "batch" else f"{m}+load"
@@ -273,12 +280,15 @@ def main(args) -> int:
     items = load_items(args.prompts, args.limit or 16, 0, getattr(args, "categories", None))
     engine = load_engine(args)
     prompts = [it.text(engine.tokenizer) for it in items]  # conversations in the model's chat template
+    if getattr(args, "repeat_workload", False):
+        prompts = repeated(prompts)
     methods = ["none"] + [m for m in (args.methods or engine.methods) if m != "none" and m in engine.methods]
     vllm = getattr(args, "compare_vllm", None)
     result = run_concurrency(
         engine, prompts, args.concurrency, methods, args.max_new_tokens, args.compare_hf, vllm, args.repeats
     )
     result["prompts_file"] = str(args.prompts)
+    result["repeat_workload"] = bool(getattr(args, "repeat_workload", False))
     result["measured_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(table(result))
     if args.json:

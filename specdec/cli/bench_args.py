@@ -181,6 +181,12 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         "and hf_lookup, interleaved with our rows",
     )
     h.add_argument(
+        "--repeat-workload",
+        action="store_true",
+        help="with --concurrency: send every prompt twice, the second time after all the others (an editor or "
+        "a class repeating requests), where the suffix method's shared cache drafts from the first (docs/suffix.md)",
+    )
+    h.add_argument(
         "--compare-vllm",
         type=lambda v: v.split(","),
         default=None,

@@ -100,6 +100,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.compare_llamacpp and (args.backend or args.concurrency):
         print("specdec bench: error: --compare-llamacpp runs with the solo bench only", file=sys.stderr)
         return 2
+    if getattr(args, "repeat_workload", False) and (args.backend or not args.concurrency):
+        print("specdec bench: error: --repeat-workload runs with --concurrency only", file=sys.stderr)
+        return 2
     if args.backend:  # our engine and a remote server side by side (specdec/bench/remote.py)
         from specdec.bench.remote import main as bench_main
     elif args.concurrency:

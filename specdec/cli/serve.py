@@ -11,6 +11,8 @@ old layout; 0 = any free port), ``-2`` turns HTTP off. ``--method M [--k K]`` is
 request that names no method (default: the first of the registry's ``GENERATE_ORDER`` the model
 offers); a method the model lacks is refused at start with the engine's reason and what to run.
 A full queue (``--max-queue``, default 256) answers 429 ``rate_limit_error`` with ``Retry-After``.
+``--suffix-cache-mb`` caps the suffix cache every request of the method ``suffix`` reads and feeds
+(0 = off).
 ``--backend URL`` serves from a remote OpenAI-compatible server instead of the embedded engine. Bad settings raise
 ConfigError (one-line error, exit 2). A non-loopback host without a token prints a warning.
 """
@@ -24,6 +26,7 @@ import sys
 from specdec import env
 
 TOKEN_ENV = "SPECDEC_TOKEN"
+SUFFIX_CACHE_MB = 64.0  # the suffix cache's default cap (specdec/proposers/suffix.py; docs/suffix.md)
 SERVE_MAX_BATCH = 8  # batching by default: 8 rows (docs/batching.md: 3.4x one client at 8, 3.5x at 16)
 EPILOG = f"""examples:
   specdec serve                                  # ws://127.0.0.1:8765, no token
@@ -95,6 +98,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="longest prompt in tokens (default and upper bound: the model's context - 1)",
     )
     lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
+    lim.add_argument(
+        "--suffix-cache-mb",
+        type=float,
+        default=SUFFIX_CACHE_MB,
+        help=f"memory cap of the suffix cache the method 'suffix' shares across requests (default: "
+        f"{SUFFIX_CACHE_MB:g}; least recently used requests' text evicted first; 0 = off: suffix drafts only "
+        "from the request's own context; docs/suffix.md)",
+    )
     add_batch_args(p, SERVE_MAX_BATCH)
     add_model_args(p)
     from specdec.cli.backend_arg import add_backend_arg
@@ -132,6 +143,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
         raise ConfigError(f"--max-prompt-tokens must be >= 1, got {args.max_prompt_tokens}")
+    if not 0 <= args.suffix_cache_mb < float("inf"):
+        raise ConfigError(f"--suffix-cache-mb must be >= 0 (0 = off), got {args.suffix_cache_mb}")
 
 
 def limits_for(args: argparse.Namespace, context: int):
@@ -168,6 +181,15 @@ def check_method(args: argparse.Namespace, backend) -> None:
     raise ConfigError(f"--method {args.method} is not available: {why}")
 
 
+def suffix_cache(engine, args: argparse.Namespace):
+    """The engine with its suffix cache capped at ``--suffix-cache-mb``: one cache, shared by every
+    request the server runs (its proposer is the engine's; batch rows draft from it too)."""
+    prop = engine.proposers.get("suffix")
+    if prop is not None:
+        prop.configure(args.suffix_cache_mb)
+    return engine
+
+
 def _k(value: str):
     from specdec.core.config import parse_k
 
@@ -194,7 +216,9 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        backend = backend_for(args, lambda: make_backend(args, load_engine(args), max_queue=args.max_queue))
+        backend = backend_for(
+            args, lambda: make_backend(args, suffix_cache(load_engine(args), args), max_queue=args.max_queue)
+        )
     except KeyboardInterrupt:
         return 130
     check_method(args, backend)

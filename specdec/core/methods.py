@@ -100,6 +100,7 @@ TOKENS = "draft tokens per step"
 NODES = "most tree nodes per step"
 DRAFT_AUTO_K = 8  # auto k adapts the draft model's length up to this
 LOOKUP_AUTO_K = 8  # auto k adapts lookup's length up to this (proposers/lookup_k.py)
+SUFFIX_AUTO_K = 16  # the most nodes of a suffix tree; its size follows the match length (proposers/suffix.py)
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -133,6 +134,16 @@ METHODS: dict[str, Method] = {
             build="specdec.proposers.factories:lookup",
             adaptive=True,
             batch="specdec.proposers.factories:batch_lookup",
+        ),
+        Method(
+            name="suffix",
+            description="suffix decoding: a frequency-scored tree from a cache of earlier requests' text",
+            drafts="tree",
+            deterministic=True,
+            auto_k=SUFFIX_AUTO_K,
+            k_means=f"{NODES} (auto: up to {SUFFIX_AUTO_K}, 2 per matched token)",
+            build="specdec.proposers.factories:suffix",
+            batch="specdec.proposers.factories:batch_suffix",
         ),
         Method(
             name="medusa",

@@ -8,10 +8,12 @@ Contract: a proposer sees the committed tokens (the last one is pending, not yet
 cache), this request's settings (``ctx.spec``: method, k, confidence, n-gram bounds, sampling) with
 the registry's resolved cap on draft size (``ctx.k_max``: k, or the method's default for
 ``k = "auto"``; None = the method's own trained budget), the room left (``ctx.budget``), the
-request's generator, the target's hidden states from the last step, and extra token sequences
-prompt lookup may copy from (``ctx.corpus``). It returns a ``Draft`` of at most ``ctx.budget``
-nodes whose ``q`` is exactly the distribution its tokens were sampled from after ``to_probs``
-with the same parameters (invariant I3), or None for a deterministic draft.
+request's generator, the target's hidden states from the last step, extra token sequences
+prompt lookup may copy from (``ctx.corpus``), and the request's tenant (``ctx.tenant``: a cache
+shared across requests keeps each tenant's text apart; None = the default tenant). It returns a
+``Draft`` of at most ``ctx.budget`` nodes whose ``q`` is exactly the distribution its tokens were
+sampled from after ``to_probs`` with the same parameters (invariant I3), or None for a
+deterministic draft.
 
 Optional hooks, for a proposer with a cache of its own that must follow the committed tokens
 (the draft model): ``behind(tokens) -> int`` (how many of ``tokens`` its cache would have to be
@@ -63,6 +65,7 @@ class Context:
     hidden: torch.Tensor | None = None
     target_ms: float | None = None
     corpus: Sequence = ()
+    tenant: str | None = None  # whose text a shared cache may draft from (proposers/suffix.py)
 
     @property
     def params(self) -> SamplingParams:

@@ -186,15 +186,16 @@ class Engine:
             raise ConfigError(f"method {method!r} is not available: {self.why_unavailable(method)}")
         return self.proposers[method]
 
-    def stream(self, prompt: str | list[int], spec: GenerateSpec, corpus=()) -> Iterator[StepEvent]:
+    def stream(self, prompt: str | list[int], spec: GenerateSpec, corpus=(), tenant=None) -> Iterator[StepEvent]:
         """The loop's events. ``corpus``: extra token sequences prompt lookup may copy from (an
-        editor's other documents); other methods ignore it."""
+        editor's other documents); other methods ignore it. ``tenant``: whose namespace of the
+        suffix cache the request reads and feeds (None: the default one)."""
         ids = self.encode(prompt)
         proposer = self.proposer(spec.method)
         with self._guard:
             _check_thread(self)
             owner = self._owner = object()
-        return _loop(self, owner, ids, spec, proposer, tuple(corpus))
+        return _loop(self, owner, ids, spec, proposer, (tuple(corpus), tenant))
 
     def generate(self, prompt: str | list[int], spec: GenerateSpec) -> Result:
         events = list(self.stream(prompt, spec))
@@ -205,14 +206,14 @@ class Engine:
 
 
 def _loop(
-    engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer, corpus: tuple
+    engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer, extra: tuple
 ) -> Iterator[StepEvent]:
     with engine._guard:  # claimed at the first step, so a stream that never started holds nothing
         _check_thread(engine)
         _check_owner(engine, owner)
         engine._live = (threading.get_ident(), owner)
     try:
-        yield from _steps(engine, owner, ids, spec, proposer, corpus)
+        yield from _steps(engine, owner, ids, spec, proposer, extra)
     finally:
         with engine._guard:
             if engine._live is not None and engine._live[1] is owner:
@@ -220,9 +221,10 @@ def _loop(
 
 
 def _steps(
-    engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer, corpus: tuple
+    engine: Engine, owner: object, ids: list[int], spec: GenerateSpec, proposer: Proposer, extra: tuple
 ) -> Iterator[StepEvent]:
     target, sp = engine.target, spec.sampling
+    corpus, tenant = extra
     k_max = M.k_max(spec.method, spec.k)
     t_start = time.perf_counter()
     trie = None
@@ -250,7 +252,7 @@ def _steps(
         budget = min(spec.max_new_tokens - run.produced - 1, engine.context - len(run.tokens))
         draft, chose_plain = Draft.empty(), False
         if budget > 0:
-            ctx = Context(run.tokens, spec, budget, k_max, run.gen, target.hidden, target_ms, corpus)
+            ctx = Context(run.tokens, spec, budget, k_max, run.gen, target.hidden, target_ms, corpus, tenant)
             draft = proposer.propose(ctx)
             chose_plain = draft.n == 0 and plain_choice(proposer)
         t1 = time.perf_counter()

@@ -29,6 +29,12 @@ def lookup(res: Resources):
     return PromptLookup()
 
 
+def suffix(res: Resources):
+    from specdec.proposers.suffix import SuffixDecoding
+
+    return SuffixDecoding()
+
+
 def draft(res: Resources):
     if res.draft_model is None:
         return None
@@ -72,6 +78,10 @@ def batch_draft(proposer, slots: int, capacity: int):
 
 def batch_lookup(proposer, slots: int, capacity: int):
     return proposer.form  # no model: each row's state is searched on its own (lookup.LookupRows)
+
+
+def batch_suffix(proposer, slots: int, capacity: int):
+    return proposer.form  # one shared cache; each row's state is searched on its own (suffix.SuffixRows)
 
 
 def batch_medusa(proposer, slots: int, capacity: int):

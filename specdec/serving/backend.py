@@ -54,14 +54,16 @@ class ShuttingDown(Exception):
 @dataclass(frozen=True)
 class Request:
     """One generation: the prompt (text or token ids), its settings, extra token sequences prompt
-    lookup may copy from (honoured where ``capabilities.corpus``), the caller's own id, and
-    ``idle_s``: cancel it (stop "abandoned") when its consumer has not read for that long."""
+    lookup may copy from (honoured where ``capabilities.corpus``), the caller's own id,
+    ``idle_s``: cancel it (stop "abandoned") when its consumer has not read for that long, and
+    ``tenant``: the namespace of the shared suffix cache it reads and feeds (None: the default)."""
 
     prompt: str | Sequence[int]
     spec: GenerateSpec
     corpus: tuple = ()
     id: Any = None
     idle_s: float | None = None
+    tenant: str | None = None  # set by the server (an API key's tenant), never by the client's JSON
 
 
 @dataclass(frozen=True)

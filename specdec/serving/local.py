@@ -135,7 +135,7 @@ class LocalBackend(QueueFront):
         handle._begin()
         req, stop, error, gen = handle.request, None, None, None
         try:
-            gen = self._engine.stream(handle._ids, req.spec, req.corpus)
+            gen = self._engine.stream(handle._ids, req.spec, req.corpus, req.tenant)
             while stop is None:
                 if handle.cancel_reason is not None:
                     stop = handle.cancel_reason

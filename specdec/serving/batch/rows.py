@@ -143,7 +143,10 @@ class Row:
         budget = min(self.spec.max_new_tokens - self.produced - 1, context - len(self.tokens))
         cap = self.cap
         if budget > 0 and cap != 0:
-            return Context(self.tokens, self.spec_for(cap), budget, cap, self.gen, hidden, self.target_ms, self.corpus)
+            tenant = self.handle.request.tenant
+            return Context(
+                self.tokens, self.spec_for(cap), budget, cap, self.gen, hidden, self.target_ms, self.corpus, tenant
+            )
         return None
 
     def spec_for(self, cap: int) -> GenerateSpec:
