@@ -123,8 +123,8 @@ LAYERS: dict[str, set[str]] = {
     # self-distillation data (training/magpie_engines.py): our batching backend, or llama.cpp's
     # server through bench's runner
     "training": {"core", "catalog", "models", "proposers", "engine", "serving", "bench"},
-    "bench": {"core", "catalog", "kernels", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "export"}
-    | {"figures"},
+    "bench": {"core", "catalog", "kernels", "models", "fast", "proposers", "engine", "serving", "server", "lsp"}
+    | {"export", "figures"},
     "cli": {"core", "catalog", "kernels", "models", "fast", "proposers", "engine", "serving", "server", "lsp", "demo"}
     | {"figures", "bench", "training", "export"},
 }
