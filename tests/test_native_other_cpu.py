@@ -25,7 +25,7 @@ CHILD = """
 import json, sys
 from specdec.kernels import path
 from specdec.bench.transcripts import greedy_transcripts
-out = greedy_transcripts("smollm2-135m", "q4_1", prompts=4, tokens=24)
+out = greedy_transcripts("smollm2-135m", "q4_1", prompts=3, tokens=16)
 print("RESULT " + json.dumps({"path": path(), "tokens": out}))
 """
 
@@ -54,4 +54,4 @@ def test_another_cpus_build_gives_this_cpus_transcript(tmp_path, here, march, ex
     other = _child(march, tmp_path)
     assert other["path"] == expect
     assert other["tokens"] == here["tokens"]
-    assert sum(len(t) for t in here["tokens"]) >= 4 * 20
+    assert sum(len(t) for t in here["tokens"]) >= 3 * 12

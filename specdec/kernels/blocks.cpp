@@ -89,23 +89,26 @@ inline int32_t x4(const int8_t* p) {  // four activation bytes as one 32-bit wor
 void tile_rows_reference(bool q4, const Quantized& a, int64_t t0, int64_t nt, int64_t K, const Tile& tile, float* out,
                          int64_t N) {
   const int64_t G = K / kBlock, quad = q4 ? 32 : 64;
-  for (int64_t r = 0; r < nt; ++r) {
-    const int64_t t = t0 + r;
-    float acc[kTile] = {};
-    for (int64_t g = 0; g < G; ++g) {
+  std::vector<float> acc(nt * kTile, 0.0f);
+  int8_t w[kTile][kBlock];  // one block's weights unpacked: output o, column 4c + i
+  for (int64_t g = 0; g < G; ++g) {
+    for (int o = 0; o < kTile; ++o)
+      for (int c = 0; c < 8; ++c)
+        for (int i = 0; i < 4; ++i) w[o][4 * c + i] = static_cast<int8_t>(weight(q4, tile.w + (g * 8 + c) * quad, o * 4 + i));
+    for (int64_t r = 0; r < nt; ++r) {
+      const int64_t t = t0 + r;
       const int8_t* xq = a.q.data() + t * K + g * kBlock;
       const float dx = a.scale[t * G + g], sx = a.sum[t * G + g];
       for (int o = 0; o < kTile; ++o) {
         int32_t isum = 0;
-        for (int c = 0; c < 8; ++c)
-          for (int i = 0; i < 4; ++i) isum += weight(q4, tile.w + (g * 8 + c) * quad, o * 4 + i) * xq[4 * c + i];
-        const float scale = half_to_float(tile.d[g * kTile + o]) * dx;
-        acc[o] = std::fma(static_cast<float>(isum), scale, acc[o]);
-        if (q4) acc[o] = std::fma(half_to_float(tile.m[g * kTile + o]), sx, acc[o]);
+        for (int i = 0; i < kBlock; ++i) isum += w[o][i] * xq[i];
+        float& y = acc[r * kTile + o];
+        y = std::fma(static_cast<float>(isum), half_to_float(tile.d[g * kTile + o]) * dx, y);
+        if (q4) y = std::fma(half_to_float(tile.m[g * kTile + o]), sx, y);
       }
     }
-    std::memcpy(out + r * N, acc, sizeof acc);
   }
+  for (int64_t r = 0; r < nt; ++r) std::memcpy(out + r * N, acc.data() + r * kTile, sizeof(float) * kTile);
 }
 
 namespace {
