@@ -289,7 +289,7 @@ def test_the_example_page_streams_coloured_fates_in_a_real_browser(engine):
 
     page_path = Path(__file__).resolve().parent.parent / "assets" / "web" / "stream.html"
     prompt, n = "def fibonacci(n):\n", 24
-    with ServerThread(engine, LIMITS, allow_origins=()) as s, sync_playwright() as pw:
+    with ServerThread(engine, LIMITS, allow_origins=("null",)) as s, sync_playwright() as pw:  # a file:// page
         browser = pw.chromium.launch(
             executable_path="/usr/bin/chromium",
             args=[

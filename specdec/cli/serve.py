@@ -61,8 +61,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="accept browser clients only from this Origin (repeatable, e.g. http://localhost:8000); "
-        "clients that send no Origin header are always accepted",
+        help="also accept browser pages from this Origin (repeatable, e.g. https://my.site; 'null' for a page "
+        "opened from disk, '*' for any); loopback origins (localhost, 127.0.0.1, [::1]) and clients that send "
+        "no Origin header are always accepted, every other Origin gets 403",
+    )
+    g.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also accept requests whose Host header names this host (repeatable); IP addresses, localhost, "
+        "the --host name and the --allow-origin hosts are always accepted, other names get 403 (DNS rebinding)",
     )
     g.add_argument(
         "--openai-port",
@@ -198,10 +207,17 @@ def run(args: argparse.Namespace) -> int:
         return 130
     check_method(args, backend)
     config = ServerConfig(
-        args.host, args.port, token, tuple(args.allow_origin), limits_for(args, backend.limits.context)
+        args.host,
+        args.port,
+        token,
+        tuple(args.allow_origin),
+        limits_for(args, backend.limits.context),
+        tuple(args.allow_host),
     )
     http = (
-        OpenAIServer(backend, config.limits, args.host, args.port, token, False, tuple(args.allow_origin))
+        OpenAIServer(
+            backend, config.limits, args.host, args.port, token, False, config.allow_origins, config.allow_hosts
+        )
         if args.openai_port != -2
         else None
     )
@@ -219,9 +235,8 @@ def run(args: argparse.Namespace) -> int:
         if http is not None:
             print(f"specdec serve: OpenAI-compatible API on http://{args.host}:{port}/v1 (model 'specdec')", flush=True)
         if args.openai_port >= 0:
-            openai = OpenAIServer(
-                backend, config.limits, args.host, args.openai_port, token, True, config.allow_origins
-            )
+            c, port = config, args.openai_port
+            openai = OpenAIServer(backend, c.limits, args.host, port, token, True, c.allow_origins, c.allow_hosts)
             openai.start()
             print(f"specdec serve: OpenAI-compatible API also on {openai.url}/v1", flush=True)
 

@@ -28,11 +28,12 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from specdec.core.config import ConfigError
-from specdec.server import openai_chat, openai_replies
+from specdec.server import one_port, openai_chat, openai_replies
 from specdec.server import openai_protocol as oa
 from specdec.server import ws_protocol as proto
 from specdec.server.chat_prompt import has_chat, renderer
-from specdec.server.one_port import replaying
+from specdec.server.guard import Guard
+from specdec.server.one_port import Replay, Replaying, replaying
 from specdec.server.openai_choices import ChoiceRun
 from specdec.server.openai_options import seeds
 from specdec.serving.backend import Busy, Request, ShuttingDown
@@ -50,8 +51,10 @@ class OpenAIServer:
         token: str | None = None,
         bind: bool = True,
         origins: tuple[str, ...] = (),
+        allow_hosts: tuple[str, ...] = (),
     ):
         self.backend, self.limits, self.token, self.origins = backend, limits, token, origins
+        self.guard = Guard(origins, allow_hosts, host)
         tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
         self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
         self.tokenizer = tokenizer
@@ -130,10 +133,20 @@ class _Handler(BaseHTTPRequestHandler):
         wait = {"Retry-After": str(self.server_api.limits.retry_after_s)} if e.status == 429 else None
         self._json(e.status, e.body(), wait)
 
+    def setup(self) -> None:
+        if not isinstance(self.request, Replaying):  # a socket of the own port: reads under deadlines too
+            self.request = replaying(self.request, b"")
+        super().setup()
+        self.reader: Replay = self.rfile.raw
+
+    def handle_one_request(self) -> None:
+        self.reader.within(one_port.HEAD_TIMEOUT_S)  # the request line and headers (also the wait for them)
+        super().handle_one_request()
+
     def _check_auth(self) -> bool:
-        origin, allowed = self.headers.get("Origin"), self.server_api.origins
-        if allowed and origin is not None and origin not in allowed:  # --allow-origin, as the WebSocket checks it
-            self._error(oa.error("forbidden", f"the Origin {origin!r} is not allowed (--allow-origin)"))
+        reason = self.server_api.guard.refusal(self.headers)  # the WebSocket handshake's check (guard.py)
+        if reason is not None:
+            self._error(oa.error("forbidden", reason))
             return False
         if self.server_api.authorized(self.headers.get("Authorization", "")):
             return True
@@ -152,7 +165,18 @@ class _Handler(BaseHTTPRequestHandler):
                 "too_large",
                 f"the request body is {size} bytes; the limit is {self.server_api.limits.max_message_bytes}",
             )
-        return self.rfile.read(size)
+        self.reader.within(one_port.BODY_TIMEOUT_S)
+        try:
+            body = self.rfile.read(size)
+        except TimeoutError:
+            self.close_connection = True
+            raise oa.error("timeout", f"the request body did not arrive within {one_port.BODY_TIMEOUT_S:g} s") from None
+        finally:
+            self.reader.within(None)
+        if len(body) < size:  # the client closed mid-body
+            self.close_connection = True
+            raise oa.error("bad_message", f"the body ended after {len(body)} of {size} bytes")
+        return body
 
     # -- routes ---------------------------------------------------------------------------------------
     def do_GET(self) -> None:

@@ -48,6 +48,7 @@ STATUS = {
     "too_large": 413,
     "unauthorized": 401,
     "forbidden": 403,
+    "timeout": 408,
     "busy": 429,
     "shutting_down": 503,
     "internal": 500,

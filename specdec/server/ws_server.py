@@ -8,8 +8,10 @@ flushed (bounded wait), and connections close with 1001. Each request's handle d
 ``Relay`` by callback on the event loop (``Handle.listen``), which posts start, step..., done to a
 per-connection outbox that one task sends in order; the backend's queue decides who decodes when.
 With a token, a connection must present it (``Authorization: Bearer T`` or ``?token=T``) or it
-gets an ``unauthorized`` error and a close with 1008 (policy violation); with an origin list,
-the handshake refuses other ``Origin`` headers (HTTP 403; clients that send none are allowed).
+gets an ``unauthorized`` error and a close with 1008 (policy violation). The handshake of a
+foreign ``Origin`` or ``Host`` is refused with HTTP 403 (``guard.py``: loopback origins, and those
+of ``allow_origins``; clients that send no Origin are allowed); a handshake (or an HTTP request
+head) not complete within ``HEAD_TIMEOUT_S`` is dropped.
 With ``http`` set, plain HTTP requests on the same port go there (``one_port.py``).
 A client that goes away cancels its requests; a bad message gets an ``error`` and the
 connection stays open. A ``generate`` may carry chat ``messages`` instead of a ``prompt``: the
@@ -32,8 +34,10 @@ from websockets.http11 import Request as HTTPRequest
 from websockets.protocol import State
 
 from specdec.core.config import ConfigError
+from specdec.server import one_port
 from specdec.server import ws_protocol as proto
 from specdec.server.chat_prompt import has_chat, renderer
+from specdec.server.guard import Guard
 from specdec.server.one_port import Handoff, connection_class
 from specdec.serving.backend import Busy, Handle, Request, ShuttingDown
 
@@ -48,8 +52,9 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8765
     token: str | None = None
-    allow_origins: tuple[str, ...] = ()
+    allow_origins: tuple[str, ...] = ()  # beyond loopback origins (guard.py); "*": any
     limits: proto.Limits = proto.Limits()
+    allow_hosts: tuple[str, ...] = ()  # Host names beyond loopback, IP literals and the bind host (guard.py)
 
 
 def authorized(request: HTTPRequest, token: str | None) -> bool:
@@ -131,15 +136,16 @@ class StreamServer:
         self.clients: set[Client] = set()
         self.relays: set[asyncio.Future] = set()  # one per request until its done is posted
         self.port: int | None = None
+        self.guard = Guard(config.allow_origins, config.allow_hosts, config.host)
 
     async def run(self, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
         """Serve until ``stop`` is set, then shut down gracefully; ``ready(port)`` once listening."""
-        origins = [None, *self.config.allow_origins] if self.config.allow_origins else None
         async with serve(
             self.handler,
             self.config.host,
             self.config.port,
-            origins=origins,
+            process_request=self._guard,
+            open_timeout=one_port.HEAD_TIMEOUT_S,
             max_size=HARD_SIZE_FACTOR * self.limits.max_message_bytes,
             compression=None,
             create_connection=connection_class(self.http) if self.http is not None else None,
@@ -149,6 +155,14 @@ class StreamServer:
                 ready(self.port)
             await stop.wait()
             await self._shutdown()
+
+    def _guard(self, connection: ServerConnection, request: HTTPRequest):
+        """Refuse a handshake from a foreign Origin or Host (403), before any message is exchanged."""
+        reason = self.guard.refusal(request.headers)
+        if reason is None:
+            return None
+        log.warning("refused a WebSocket handshake: %s", reason)
+        return connection.respond(403, reason + "\n")
 
     async def _shutdown(self) -> None:
         log.info("shutting down: ending running and queued requests")
