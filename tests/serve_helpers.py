@@ -91,8 +91,14 @@ def client(url: str, token: str | None = TOKEN, **kwargs: Any) -> ClientConnecti
     return ws
 
 
-def recv(ws: ClientConnection, timeout: float = TIMEOUT_S) -> dict[str, Any]:
-    return json.loads(ws.recv(timeout=timeout))
+def recv(ws: ClientConnection, timeout: float = TIMEOUT_S, queued: bool = False) -> dict[str, Any]:
+    """The next message; ``queued`` position notices are skipped unless ``queued`` (a request may
+    wait behind another test's, and the tests that are not about the queue ignore them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = json.loads(ws.recv(timeout=max(0.01, deadline - time.monotonic())))
+        if queued or msg.get("type") != "queued":
+            return msg
 
 
 def send(ws: ClientConnection, **msg: Any) -> None:
@@ -116,7 +122,11 @@ def until_done(ws: ClientConnection, rid: Any, timeout: float = TIMEOUT_S) -> li
 
 
 def check_stream(msgs: list[dict[str, Any]]) -> tuple[str, list[int]]:
-    """Check one request's messages are start, steps 1..n, done (consistent); return its text and tokens."""
+    """Check one request's messages are [queued...], start, steps 1..n, done (consistent); return its
+    text and tokens."""
+    while msgs and msgs[0]["type"] == "queued":  # position notices come before the start, never after
+        assert msgs[0]["position"] >= 1, msgs[0]
+        msgs = msgs[1:]
     assert msgs[0]["type"] == "start", msgs[0]
     steps = [m for m in msgs if m["type"] == "step"]
     assert [m["type"] for m in msgs] == ["start"] + ["step"] * len(steps) + ["done"]

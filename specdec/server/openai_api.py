@@ -34,6 +34,7 @@ from specdec.server import ws_protocol as proto
 from specdec.server.chat_prompt import has_chat, renderer
 from specdec.server.guard import Guard
 from specdec.server.one_port import Replay, Replaying, replaying
+from specdec.server.openai_admit import Tenants, await_start, client_key
 from specdec.server.openai_choices import ChoiceRun
 from specdec.server.openai_options import seeds
 from specdec.serving.backend import Busy, Request, ShuttingDown
@@ -55,6 +56,7 @@ class OpenAIServer:
     ):
         self.backend, self.limits, self.token, self.origins = backend, limits, token, origins
         self.guard = Guard(origins, allow_hosts, host)
+        self.tenants = Tenants(limits.max_per_client)
         tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
         self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
         self.tokenizer = tokenizer
@@ -130,7 +132,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, e: oa.ApiError) -> None:
-        wait = {"Retry-After": str(self.server_api.limits.retry_after_s)} if e.status == 429 else None
+        retry = getattr(e, "retry_after", self.server_api.limits.retry_after_s)
+        wait = {"Retry-After": str(retry)} if e.status in (429, 503) else None
         self._json(e.status, e.body(), wait)
 
     def setup(self) -> None:
@@ -198,9 +201,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         api = self.server_api
+        key = client_key(self.client_address, self.headers.get("Authorization", ""))
         try:
             req = self._parse(self._body())
-            runs = self._submit(req)
+            api.tenants.take(key, req.options.n)  # per client: queued + running, and n
+        except oa.ApiError as e:
+            return self._error(e)
+        try:
+            self._answer(req, key)
+        finally:
+            api.tenants.give(key, req.options.n)
+
+    def _answer(self, req: oa.Completion, key: str) -> None:
+        api = self.server_api
+        try:
+            runs = self._submit(req, key)
+            refused = await_start(api.backend, [run.handle for run in runs], api.limits)
+            if refused is not None:
+                raise refused
         except oa.ApiError as e:
             return self._error(e)
         except Busy as e:
@@ -212,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
         api.busy(+1)
         try:
             (self._stream if req.stream else self._whole)(req, runs)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             _cancel(runs)
         except Exception:  # a bug must cost one request, not the server
             log.exception("request %s failed", req.id)
@@ -228,14 +246,15 @@ class _Handler(BaseHTTPRequestHandler):
             return openai_chat.parse(raw, api.limits, methods, encode, api.render)
         return oa.parse(raw, api.limits, methods, encode, api.vocab, api.decode)
 
-    def _submit(self, req: oa.Completion) -> list[ChoiceRun]:
+    def _submit(self, req: oa.Completion, client: str) -> list[ChoiceRun]:
         """One backend request per choice (``n``; sample i seeded ``seed + i``); all or none."""
         api, runs = self.server_api, []
         offset = len(req.prompt_text) if req.options.echo else 0
         try:
             for i, seed in enumerate(seeds(req.spec.sampling.seed, req.options.n)):
                 spec = replace(req.spec, sampling=replace(req.spec.sampling, seed=seed))
-                handle = api.backend.submit(Request(req.prompt_ids, spec, id=f"{req.id}-{i}" if i else req.id))
+                rid = f"{req.id}-{i}" if i else req.id
+                handle = api.backend.submit(Request(req.prompt_ids, spec, id=rid, client=client))
                 runs.append(ChoiceRun(i, handle, req.options, api.backend.cancel, api.token_text, offset))
         except Exception:
             _cancel(runs)

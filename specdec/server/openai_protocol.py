@@ -50,6 +50,8 @@ STATUS = {
     "forbidden": 403,
     "timeout": 408,
     "busy": 429,
+    "too_many": 429,
+    "queue_timeout": 503,
     "shutting_down": 503,
     "internal": 500,
 }

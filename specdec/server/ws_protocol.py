@@ -34,6 +34,9 @@ ERROR_CODES = {
     "prompt_too_long": "the prompt has more tokens than limits.max_prompt_tokens",
     "no_chat_template": "messages were sent but the model has no chat template (see hello.chat); send a prompt",
     "busy": "the request queue is full (limits.max_queue waiting); retry after retry_after_s seconds",
+    "too_many": "this client already has limits.max_per_client requests queued or running; retry after "
+    "retry_after_s seconds",
+    "queue_timeout": "the request could not start within limits.max_wait_s seconds; retry after retry_after_s seconds",
     "duplicate_id": "a request with this id is already queued or running on this connection",
     "unknown_id": "cancel names no request queued or running on this connection",
     "shutting_down": "the server is shutting down and takes no new requests",
@@ -79,13 +82,18 @@ class Limits:
     method: str | None = None
     k: int | str = "auto"
     retry_after_s: int = 1  # what a refusal for a full queue tells the client to wait
+    max_per_client: int = 16  # queued + running requests of one client (a connection; an HTTP key/address)
+    max_wait_s: float = 30.0  # a request that cannot start within this is refused (queue_timeout)
+    queue_update_s: float = 5.0  # how often a queued WebSocket request hears its position again
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | float]:
         return {
             "max_message_bytes": self.max_message_bytes,
             "max_prompt_tokens": self.max_prompt_tokens,
             "max_new_tokens": self.max_new_tokens,
             "max_queue": self.max_queue,
+            "max_per_client": self.max_per_client,
+            "max_wait_s": self.max_wait_s,
         }
 
 
@@ -262,6 +270,17 @@ def start(req: Generate, queued_ms: float) -> dict[str, Any]:
     }
 
 
+def queued(rid: RequestId, position: int, estimate_s: float | None) -> dict[str, Any]:
+    """A request waits: ``position`` 1 starts next; ``estimate_s`` the rough wait (null: unknown)."""
+    wait = None if estimate_s is None else round(estimate_s, 1)
+    return {"type": "queued", "id": rid, "position": position, "estimate_s": wait}
+
+
+def retry_after(estimate_s: float | None, floor: int) -> int:
+    """Whole seconds to wait before retrying: the estimate of the wait, at least ``floor``."""
+    return max(floor, 0 if estimate_s is None else int(estimate_s + 0.999))
+
+
 def step(rid: RequestId, ev: StepEvent) -> dict[str, Any]:
     pieces = [
         {"text": pc.text, "kind": pc.kind, "token_id": pc.token_id, "position": pc.position, "p": pc.p, "q": pc.q}
@@ -300,8 +319,8 @@ def stats_dict(s: Stats) -> dict[str, Any]:
 
 
 def error(rid: RequestId | None, code: str, message: str, retry_after_s: int | None = None) -> dict[str, Any]:
-    """An error message; ``busy`` also says how long to wait before retrying (``retry_after_s``, as
-    HTTP's ``Retry-After``)."""
+    """An error message; ``busy``, ``too_many`` and ``queue_timeout`` also say how long to wait
+    before retrying (``retry_after_s``, as HTTP's ``Retry-After``)."""
     assert code in ERROR_CODES, code
     out = {"type": "error", "id": rid, "code": code, "message": message}
     return out if retry_after_s is None else out | {"retry_after_s": retry_after_s}
