@@ -95,14 +95,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="requests waiting behind the running ones, over all connections (default: 256); one more gets "
         "'busy' (HTTP 429 rate_limit_error with Retry-After)",
     )
-    lim.add_argument("--max-new-tokens", type=int, default=512, help="largest max_new_tokens a request may ask")
+    lim.add_argument(
+        "--max-per-client",
+        type=int,
+        default=16,
+        help="requests one client may have queued or running, and its largest n (default: 16); a client is a "
+        "WebSocket connection, or an HTTP address with its API key; one more gets 'too_many' (HTTP 429)",
+    )
+    lim.add_argument(
+        "--max-wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request that cannot start within this is refused with a retry time (WebSocket 'queue_timeout', "
+        "HTTP 503 with Retry-After), at once when the queue's estimate is longer (default: 30)",
+    )
+    lim.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=512,
+        help="the length of a chat reply that names none (default: 512; a WebSocket request's default is at most "
+        "128); a request may ask up to the model's context",
+    )
     lim.add_argument(
         "--max-prompt-tokens",
         type=int,
         default=None,
         help="longest prompt in tokens (default and upper bound: the model's context - 1)",
     )
-    lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
+    lim.add_argument("--max-message-bytes", type=int, default=2**21, help="largest client message (default: 2 MiB)")
     add_batch_args(p, SERVE_MAX_BATCH)
     add_model_args(p)
     from specdec.cli.backend_arg import add_backend_arg
@@ -135,9 +156,11 @@ def check_args(args: argparse.Namespace) -> None:
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
-    for name in ("max_queue", "max_new_tokens", "max_message_bytes"):
+    for name in ("max_queue", "max_new_tokens", "max_message_bytes", "max_per_client"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.max_wait > 0:
+        raise ConfigError(f"--max-wait must be > 0 seconds, got {args.max_wait}")
     if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
         raise ConfigError(f"--max-prompt-tokens must be >= 1, got {args.max_prompt_tokens}")
 
@@ -158,6 +181,9 @@ def limits_for(args: argparse.Namespace, context: int):
         max_queue=args.max_queue,
         method=args.method,
         k=args.k,
+        max_per_client=args.max_per_client,
+        max_wait_s=args.max_wait,
+        context=context,
     )
 
 

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.core.config import ConfigError, GenerateSpec
 from specdec.core.events import Stats, StepEvent
 from specdec.core.methods import GENERATE_ORDER, METHODS, preferred
 from specdec.engine.chat import ChatError, NoTemplate
+from specdec.server import params
 
 PROTOCOL_VERSION = 1
 ERROR_CODES = {
@@ -75,9 +76,9 @@ class Limits:
     """What the server accepts (sent to every client in ``hello``), and its defaults: ``method`` (None:
     the registry's ``GENERATE_ORDER``) and ``k`` for a request that names no method."""
 
-    max_message_bytes: int = 65536
+    max_message_bytes: int = 2**21  # well above any context's worth of text: a long prompt is a context error
     max_prompt_tokens: int = 511
-    max_new_tokens: int = 512
+    max_new_tokens: int = 512  # the length of a chat reply that names none (a WebSocket request's: up to 128)
     max_queue: int = 256
     method: str | None = None
     k: int | str = "auto"
@@ -85,6 +86,7 @@ class Limits:
     max_per_client: int = 16  # queued + running requests of one client (a connection; an HTTP key/address)
     max_wait_s: float = 30.0  # a request that cannot start within this is refused (queue_timeout)
     queue_update_s: float = 5.0  # how often a queued WebSocket request hears its position again
+    context: int | None = None  # the model's context: the longest length a request may ask (None: unchecked)
 
     def to_dict(self) -> dict[str, int | float]:
         return {
@@ -94,6 +96,7 @@ class Limits:
             "max_queue": self.max_queue,
             "max_per_client": self.max_per_client,
             "max_wait_s": self.max_wait_s,
+            "context": self.context,
         }
 
 
@@ -202,27 +205,21 @@ def _prompt(msg: dict[str, Any], rid: RequestId, render: Render | None) -> str:
 
 
 def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits, k: int | str = "auto") -> GenerateSpec:
-    fields = {f: msg[f] for f in SPEC_FIELDS if f in msg}
-    fields["method"] = method
-    fields.setdefault("k", k)
-    fields.setdefault("max_new_tokens", min(128, limits.max_new_tokens))
+    """The request's settings; sampling and length through the checks HTTP shares (``params.py``)."""
     try:
-        sampling = SamplingParams(**{f: msg[f] for f in SAMPLING_FIELDS if f in msg})
-        spec = GenerateSpec(**fields, sampling=sampling)
+        sampling = params.sampling(**{f: msg[f] for f in SAMPLING_FIELDS if f in msg})
+        asked = msg.get("max_new_tokens", min(128, limits.max_new_tokens))
+        length = params.length(asked, "max_new_tokens", limits.context)
+    except params.ParamError as e:
+        raise ProtocolError("bad_params", e.message, rid) from None
+    fields = {f: msg[f] for f in SPEC_FIELDS if f in msg} | {"method": method, "max_new_tokens": length}
+    fields.setdefault("k", k)
+    try:
+        return GenerateSpec(**fields, sampling=sampling)
     except ConfigError as e:
         raise ProtocolError("bad_params", str(e), rid) from None
     except (TypeError, ValueError) as e:  # e.g. a string where a number belongs, compared before checking
         raise ProtocolError("bad_params", f"invalid parameter: {e}", rid) from None
-    seed = spec.sampling.seed
-    if seed is not None and not 0 <= seed < 2**63:
-        raise ProtocolError("bad_params", f"seed must be in [0, 2**63), got {seed}", rid)
-    if spec.max_new_tokens > limits.max_new_tokens:
-        raise ProtocolError(
-            "bad_params",
-            f"max_new_tokens is {spec.max_new_tokens}; this server allows at most {limits.max_new_tokens}",
-            rid,
-        )
-    return spec
 
 
 def default_method(methods: tuple[str, ...], chosen: str | None = None) -> str:
