@@ -2,9 +2,10 @@
 client holding 200 queued requests delays another client's first one by at most one of its own;
 each client's queued + running requests and its ``n`` are capped (WebSocket ``too_many``, HTTP 429
 with ``Retry-After``; ``n`` above the cap a 400 naming ``n``); a queued WebSocket request hears its
-position (``queued``); a request that cannot start within ``max_wait_s`` is refused with a retry
-time (WebSocket ``queue_timeout`` + ``retry_after_s``, HTTP 503 + ``Retry-After``), never left
-silent. The queue order itself is tested on fake handles; everything else end to end on loopback."""
+position (``queued``); a request that cannot start within ``max_wait_s`` (at once when the queue's
+estimate says it would not) is refused with a retry time (WebSocket ``queue_timeout`` +
+``retry_after_s``, HTTP 503 + ``Retry-After``), never left silent. The queue order itself is
+tested on handles with no server; everything else end to end on loopback."""
 
 from __future__ import annotations
 
@@ -115,6 +116,25 @@ def test_a_request_that_cannot_start_in_time_is_refused_with_a_retry_time(engine
         assert e.value.code == 503 and int(e.value.headers["Retry-After"]) >= 1
         assert json.load(e.value)["error"]["code"] == "queue_timeout"
         assert srv.server.backend.queued == 0  # the refused ones never run
+        send(ws, type="cancel", id="run")
+        assert until_done(ws, "run")[-1]["stop"] == "cancelled"
+
+
+def test_a_request_the_queue_says_would_wait_too_long_is_refused_at_once(engine) -> None:
+    limits = Limits(max_wait_s=0.3, max_prompt_tokens=100, max_new_tokens=400)
+    with ServerThread(engine, limits) as srv, client(srv.url) as ws:
+        generate(ws, "history", LONG, method="none", max_new_tokens=300)  # teaches the wait estimate
+        assert until_done(ws, "history")[-1]["tokens"] == 300
+        srv.finished("history")
+        generate(ws, "run", LONG, method="none", max_new_tokens=400)
+        assert recv(ws)["type"] == "start"
+        t0 = time.monotonic()
+        generate(ws, "late", LONG, method="none", max_new_tokens=4)
+        while (msg := recv(ws, queued=True))["id"] != "late":
+            pass
+        assert msg["type"] == "error" and msg["code"] == "queue_timeout" and "would wait" in msg["message"], msg
+        assert time.monotonic() - t0 < 5  # at once, not after the bound (the message says which path)
+        assert msg["retry_after_s"] >= 1 and srv.server.backend.queued == 0
         send(ws, type="cancel", id="run")
         assert until_done(ws, "run")[-1]["stop"] == "cancelled"
 

@@ -10,11 +10,16 @@ Contract: ``OpenAIServer(backend, limits, host, port, token)`` serves, from a th
   the model's chat template (``chat_prompt.py``); a stream opens with the assistant's role chunk;
 - ``GET /v1/models`` (the one model ``specdec``, its methods, context, limits, whether it chats)
   and ``GET /health``.
-With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401); with ``origins``
-(``--allow-origin``) a request whose ``Origin`` header is not listed is a 403, as the WebSocket
-handshake is (requests without one, from scripts, pass). Every refusal is an
-OpenAI error object with its HTTP status (400, 401, 404, 413, 429, 503, 500) and the server keeps
-serving. A client that disconnects mid-stream cancels its request. ``start()`` binds (port 0: any
+With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401); a request from a
+foreign ``Origin`` or ``Host`` is a 403, as the WebSocket handshake is (``guard.py``: loopback
+origins and ``origins`` (``--allow-origin``); requests without an Origin, from scripts, pass).
+Each request head must arrive within ``one_port.HEAD_TIMEOUT_S`` and its body within
+``BODY_TIMEOUT_S`` (else 408 and the connection closes). Per client (``openai_admit.client_key``:
+address and API key) at most ``limits.max_per_client`` requests, ``n`` counted, are queued or
+running (429 ``too_many``); the reply waits until every choice started, at most
+``limits.max_wait_s`` (else 503 ``queue_timeout`` with ``Retry-After``). Every refusal is an
+OpenAI error object with its HTTP status (400, 401, 403, 404, 408, 413, 429, 503, 500) and the
+server keeps serving. A client that disconnects mid-stream cancels its request. ``start()`` binds (port 0: any
 free port, read ``port``) and serves in a daemon thread; ``stop()`` closes the socket.
 """
 

@@ -13,9 +13,15 @@ foreign ``Origin`` or ``Host`` is refused with HTTP 403 (``guard.py``: loopback 
 of ``allow_origins``; clients that send no Origin are allowed); a handshake (or an HTTP request
 head) not complete within ``HEAD_TIMEOUT_S`` is dropped.
 With ``http`` set, plain HTTP requests on the same port go there (``one_port.py``).
-A client that goes away cancels its requests; a bad message gets an ``error`` and the
-connection stays open. A ``generate`` may carry chat ``messages`` instead of a ``prompt``: the
-backend's chat template renders them (``chat_prompt.py``) and ``hello.chat`` says whether it has one.
+A connection is one client to the backend's fair queue (``Request.client``): it may have
+``limits.max_per_client`` requests queued or running (one more: ``too_many``); a request still
+waiting ``QUEUED_NOTICE_S`` after it arrived hears its position (``queued``), again every
+``limits.queue_update_s``; one that cannot start within ``limits.max_wait_s`` (or, by the
+backend's estimate, would not) is withdrawn from the queue and ends with a ``queue_timeout`` error
+carrying ``retry_after_s`` instead of a ``done``. A client that goes away cancels its requests; a
+bad message gets an ``error`` and the connection stays open. A ``generate`` may carry chat
+``messages`` instead of a ``prompt``: the backend's chat template renders them (``chat_prompt.py``)
+and ``hello.chat`` says whether it has one.
 """
 
 from __future__ import annotations
