@@ -129,12 +129,16 @@ class QueueFront:
             return self._queue.position(handle)
 
     def estimate_s(self, handle: Handle) -> float | None:
-        """Roughly how long until ``handle`` starts: its position times the mean decoding time of
-        recent requests, over the rows that decode at once; None when unknown or not queued."""
-        position, mean = self.position(handle), self._service_s
+        """Roughly how long until ``handle`` starts: 0 when a free row takes it, else the requests
+        that must finish first times the mean decoding time of recent requests, over the rows that
+        decode at once; None when unknown or not queued."""
+        slots = max(1, getattr(self, "slots", 1))
+        with self._cond:
+            position, free = self._queue.position(handle), slots - len(self._running())
+        mean = self._service_s
         if position is None or mean is None:
             return None
-        return position * mean / max(1, getattr(self, "slots", 1))
+        return max(0, position - max(0, free)) * mean / slots
 
     def withdraw(self, handle: Handle, reason: str) -> bool:
         """End ``handle`` with stop ``reason`` if it is still queued (True); else leave it (False)."""
