@@ -109,12 +109,15 @@ def generate(ws: ClientConnection, rid: Any, prompt: str, **params: Any) -> None
     send(ws, type="generate", id=rid, prompt=prompt, **params)
 
 
-def until_done(ws: ClientConnection, rid: Any, timeout: float = TIMEOUT_S) -> list[dict[str, Any]]:
-    """Every message for ``rid`` up to and including its done; a message for another id fails."""
+def until_done(
+    ws: ClientConnection, rid: Any, timeout: float = TIMEOUT_S, queued: bool = False
+) -> list[dict[str, Any]]:
+    """Every message for ``rid`` up to and including its done (``queued`` notices too if asked); a
+    message for another id fails."""
     out: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while True:
-        msg = recv(ws, max(0.01, deadline - time.monotonic()))
+        msg = recv(ws, max(0.01, deadline - time.monotonic()), queued)
         assert msg["id"] == rid, f"expected messages for {rid!r}, got {msg}"
         out.append(msg)
         if msg["type"] in ("done", "error"):

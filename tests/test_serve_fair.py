@@ -67,10 +67,10 @@ def test_a_client_holding_200_requests_cannot_delay_another_clients_first(engine
             generate(greedy, f"a{i}", "x = ", method="none", max_new_tokens=6)
         with client(srv.url) as other:
             generate(other, "b", "def f(x):", method="none", max_new_tokens=6)
-            notice = recv(other, queued=True)
-            assert notice["type"] == "queued" and notice["position"] <= 2, notice  # this round: a's next, b
-            msgs = until_done(other, "b")
-        assert msgs[0]["type"] == "start" and msgs[-1]["type"] == "done"
+            msgs = until_done(other, "b", queued=True)
+        for notice in [m for m in msgs if m["type"] == "queued"]:  # none if it started within 0.5 s
+            assert notice["position"] <= 2, notice  # this round: at most a's next, then b
+        assert [m["type"] for m in msgs if m["type"] != "queued"][0] == "start" and msgs[-1]["type"] == "done"
         srv.finished("b")  # its record is kept just after its done is sent
         order = [job.id for job in srv.server.backend.finished]
         # after what ran when b came (a0, maybe a1) and at most one more of a's (the same round), not 199
@@ -99,16 +99,16 @@ def test_a_connection_has_a_cap_and_a_queued_request_hears_its_position(engine) 
 
 
 def test_a_request_that_cannot_start_in_time_is_refused_with_a_retry_time(engine) -> None:
-    limits = Limits(max_wait_s=1.5, max_prompt_tokens=100, max_new_tokens=400)
+    limits = Limits(max_wait_s=0.5, max_prompt_tokens=100, max_new_tokens=400)
     with ServerThread(engine, limits, http=True) as srv, client(srv.url) as ws:
-        generate(ws, "run", LONG, method="none", max_new_tokens=400)
+        generate(ws, "run", LONG, method="none", max_new_tokens=500)  # busy for seconds: both others must wait
         assert recv(ws)["type"] == "start"
         t0 = time.monotonic()
         generate(ws, "wait", LONG, method="none", max_new_tokens=4)
         while (msg := recv(ws, queued=True))["id"] != "wait" or msg["type"] == "queued":
             pass
         assert msg["type"] == "error" and msg["code"] == "queue_timeout" and msg["retry_after_s"] >= 1, msg
-        assert 1.0 < time.monotonic() - t0 < 20
+        assert 0.4 < time.monotonic() - t0 < 20
         body = json.dumps({"model": "specdec", "prompt": "x = 1", "max_tokens": 2}).encode()
         req = urllib.request.Request(srv.http_url + "/completions", body, {"Authorization": f"Bearer {TOKEN}"})
         with pytest.raises(urllib.error.HTTPError) as e:
@@ -123,8 +123,8 @@ def test_a_request_that_cannot_start_in_time_is_refused_with_a_retry_time(engine
 def test_a_request_the_queue_says_would_wait_too_long_is_refused_at_once(engine) -> None:
     limits = Limits(max_wait_s=0.3, max_prompt_tokens=100, max_new_tokens=400)
     with ServerThread(engine, limits) as srv, client(srv.url) as ws:
-        generate(ws, "history", LONG, method="none", max_new_tokens=300)  # teaches the wait estimate
-        assert until_done(ws, "history")[-1]["tokens"] == 300
+        generate(ws, "history", LONG, method="none", max_new_tokens=120)  # teaches the wait estimate (> 0.3 s)
+        assert until_done(ws, "history", timeout=TIMEOUT_S * 4)[-1]["tokens"] == 120
         srv.finished("history")
         generate(ws, "run", LONG, method="none", max_new_tokens=400)
         assert recv(ws)["type"] == "start"
@@ -140,7 +140,7 @@ def test_a_request_the_queue_says_would_wait_too_long_is_refused_at_once(engine)
 
 
 def test_http_clients_are_capped_per_key_and_n_is_bounded(engine) -> None:
-    limits = Limits(max_per_client=2, max_prompt_tokens=100, max_new_tokens=400)
+    limits = Limits(max_per_client=2, max_prompt_tokens=100, max_new_tokens=400, max_wait_s=TIMEOUT_S * 4)
     with ServerThread(engine, limits, token=None, allow_origins=(), http=True) as srv:
 
         def api(key: str):
