@@ -2,13 +2,19 @@
 the WebSocket handshake (403) and on the HTTP routes (403 ``forbidden``), a cross-origin
 ``text/plain`` POST included; loopback origins and clients without an Origin (the openai client)
 are served; a request head or body that stalls loses its connection within the timeouts instead of
-holding a server thread. Real servers on loopback, real clients (websockets, the official openai
-client, raw sockets); every wait is bounded."""
+holding a server thread (50 at once: every handler thread ends); ``specdec serve``'s flags widen
+the lists. Real servers on loopback, real clients (websockets, the official openai client, raw
+sockets); every wait is bounded."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -170,3 +176,58 @@ def test_a_stalled_first_head_on_the_shared_port_is_dropped(engine, monkeypatch)
                 sock.sendall(start)
                 data, took = _closed_within(sock, 20)
             assert took < 10 and not data.startswith(b"HTTP/1.1 200"), data
+
+
+def test_fifty_stalled_bodies_hold_no_thread_after_the_timeout(srv, monkeypatch) -> None:
+    monkeypatch.setattr(one_port, "BODY_TIMEOUT_S", 1.5)
+    before = threading.active_count()
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"
+    socks = [socket.create_connection(("127.0.0.1", srv.server.port), timeout=TIMEOUT_S) for _ in range(50)]
+    for s in socks:
+        s.sendall(head)
+    try:
+        replies = [_closed_within(s, 30)[0] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    assert all(r.startswith(b"HTTP/1.1 408") for r in replies)
+    deadline = time.monotonic() + 10
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= before  # every handler thread has ended
+
+
+def test_the_serve_command_wires_the_new_flags() -> None:
+    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "specdec", "serve", "--port", "0", "--max-per-client", "3", "--max-wait", "7"]
+    proc = subprocess.Popen(
+        cmd + ["--allow-origin", "http://app.example", "--allow-host", "box.lan"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        url = re.search(r"ws://\S+", proc.stdout.readline()).group(0)
+        port = int(url.rsplit(":", 1)[1])
+        with client(url, token=None, origin="http://app.example") as ws:  # allowed by the flag
+            ws.send(json.dumps({"type": "generate", "id": 1, "prompt": "x", "max_new_tokens": 1}))
+            assert until_done(ws, 1)[-1]["type"] == "done"
+        with pytest.raises(InvalidStatus):
+            client(url, token=None, origin="http://other.example")
+        limits = json.loads(_get(port, "/v1/models", {"Host": "box.lan:1", "Origin": "http://localhost:3000"}))["data"][
+            0
+        ]["specdec"]["limits"]
+        assert (limits["max_per_client"], limits["max_wait_s"]) == (3, 7.0)
+        assert _get(port, "/v1/models", {"Host": "other.lan"}).startswith('{"error"')
+    finally:
+        proc.terminate()
+        assert proc.wait(60) == 0
+
+
+def _get(port: int, path: str, headers: dict[str, str]) -> str:
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\n{head}Connection: close\r\n\r\n".encode())
+        data, _ = _closed_within(s, TIMEOUT_S)
+    return data.split(b"\r\n\r\n", 1)[1].decode()
