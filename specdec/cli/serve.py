@@ -10,7 +10,9 @@ prints a second line with its URL; ``--openai-port N`` also serves them on a por
 old layout; 0 = any free port), ``-2`` turns HTTP off. ``--method M [--k K]`` is the default of a
 request that names no method (default: the first of the registry's ``GENERATE_ORDER`` the model
 offers); a method the model lacks is refused at start with the engine's reason and what to run.
-A full queue (``--max-queue``, default 256) answers 429 ``rate_limit_error`` with ``Retry-After``.
+A full queue (``--max-queue``, default 256) answers 429 ``rate_limit_error`` with ``Retry-After``;
+``--max-per-client``, ``--max-wait``, ``--allow-origin`` and ``--allow-host`` set the per-client cap, the
+wait bound and the Origin / Host allow-lists (``specdec/server/guard.py``).
 ``--backend URL`` serves from a remote OpenAI-compatible server instead of the embedded engine. Bad settings raise
 ConfigError (one-line error, exit 2). A non-loopback host without a token prints a warning.
 """
@@ -27,7 +29,7 @@ SERVE_MAX_BATCH = 8  # batching by default: 8 rows (docs/batching.md: 3.4x one c
 EPILOG = f"""examples:
   specdec serve                                  # ws://127.0.0.1:8765, no token
   SPECDEC_TOKEN=s3cret specdec serve --port 9000 # clients send Authorization: Bearer s3cret (or ?token=s3cret)
-  specdec serve --allow-origin http://localhost:8000 --max-queue 4
+  specdec serve --allow-origin https://my.site --max-per-client 4 --max-wait 10
   specdec serve --method lookup --k 4            # the method of requests that name none
   specdec serve --max-batch 1                    # one request at a time (default: batches of up to 8)
 the same port answers the OpenAI API (http://127.0.0.1:8765/v1: /v1/completions, /v1/chat/completions,
@@ -40,7 +42,7 @@ the same port answers the OpenAI API (http://127.0.0.1:8765/v1: /v1/completions,
           print(msg)
           if msg.startswith('{{"type":"done"'): break
 
-the protocol (client: generate, cancel; server: hello, start, step, done, error) is in docs/websocket.md.
+the protocol (client: generate, cancel; server: hello, queued, start, step, done, error) is in docs/websocket.md.
 the token may also come from the {TOKEN_ENV} environment variable.
 """
 
