@@ -91,8 +91,14 @@ def client(url: str, token: str | None = TOKEN, **kwargs: Any) -> ClientConnecti
     return ws
 
 
-def recv(ws: ClientConnection, timeout: float = TIMEOUT_S) -> dict[str, Any]:
-    return json.loads(ws.recv(timeout=timeout))
+def recv(ws: ClientConnection, timeout: float = TIMEOUT_S, queued: bool = False) -> dict[str, Any]:
+    """The next message; ``queued`` position notices are skipped unless ``queued`` (a request may
+    wait behind another test's, and the tests that are not about the queue ignore them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = json.loads(ws.recv(timeout=max(0.01, deadline - time.monotonic())))
+        if queued or msg.get("type") != "queued":
+            return msg
 
 
 def send(ws: ClientConnection, **msg: Any) -> None:
@@ -103,12 +109,15 @@ def generate(ws: ClientConnection, rid: Any, prompt: str, **params: Any) -> None
     send(ws, type="generate", id=rid, prompt=prompt, **params)
 
 
-def until_done(ws: ClientConnection, rid: Any, timeout: float = TIMEOUT_S) -> list[dict[str, Any]]:
-    """Every message for ``rid`` up to and including its done; a message for another id fails."""
+def until_done(
+    ws: ClientConnection, rid: Any, timeout: float = TIMEOUT_S, queued: bool = False
+) -> list[dict[str, Any]]:
+    """Every message for ``rid`` up to and including its done (``queued`` notices too if asked); a
+    message for another id fails."""
     out: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while True:
-        msg = recv(ws, max(0.01, deadline - time.monotonic()))
+        msg = recv(ws, max(0.01, deadline - time.monotonic()), queued)
         assert msg["id"] == rid, f"expected messages for {rid!r}, got {msg}"
         out.append(msg)
         if msg["type"] in ("done", "error"):
@@ -116,7 +125,11 @@ def until_done(ws: ClientConnection, rid: Any, timeout: float = TIMEOUT_S) -> li
 
 
 def check_stream(msgs: list[dict[str, Any]]) -> tuple[str, list[int]]:
-    """Check one request's messages are start, steps 1..n, done (consistent); return its text and tokens."""
+    """Check one request's messages are [queued...], start, steps 1..n, done (consistent); return its
+    text and tokens."""
+    while msgs and msgs[0]["type"] == "queued":  # position notices come before the start, never after
+        assert msgs[0]["position"] >= 1, msgs[0]
+        msgs = msgs[1:]
     assert msgs[0]["type"] == "start", msgs[0]
     steps = [m for m in msgs if m["type"] == "step"]
     assert [m["type"] for m in msgs] == ["start"] + ["step"] * len(steps) + ["done"]

@@ -101,6 +101,8 @@ def test_streamed_chat_is_the_same_reply_in_chunks(api) -> None:
     whole = chat(api, HI).choices[0].message.content
     chunks = list(chat(api, HI, stream=True))
     assert chunks[0].object == "chat.completion.chunk" and chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[0].choices[0].delta.content == ""  # as OpenAI and vLLM: a string, never None (issue 53)
+    assert all(isinstance(ch.choices[0].delta.content, str) for ch in chunks[:-1])
     assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == whole  # choices[0] on every chunk
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert all(ch.choices[0].finish_reason is None for ch in chunks[:-1])

@@ -35,7 +35,7 @@ from tests.serve_helpers import (
 )
 
 pytestmark = pytest.mark.slow
-LIMITS = Limits(max_message_bytes=4096, max_prompt_tokens=100, max_new_tokens=400, max_queue=8)
+LIMITS = Limits(max_message_bytes=4096, max_prompt_tokens=100, max_new_tokens=400, max_queue=8, context=512)
 LONG = "import os\n"  # greedy decoding runs past 300 tokens without EOS
 
 
@@ -187,7 +187,7 @@ BAD_INPUTS = [  # (raw message, expected code, expected id)
     ('{"type": "generate", "id": "b5", "prompt": "x", "top_p": 2}', "bad_params", "b5"),
     ('{"type": "generate", "id": "b6", "prompt": "x", "colour": "red"}', "bad_params", "b6"),
     ('{"type": "generate", "id": "b7", "prompt": ""}', "bad_params", "b7"),
-    ('{"type": "generate", "id": "b8", "prompt": "x", "max_new_tokens": 401}', "bad_params", "b8"),
+    ('{"type": "generate", "id": "b8", "prompt": "x", "max_new_tokens": 513}', "bad_params", "b8"),  # above the context
     (json.dumps({"type": "generate", "id": "b9", "prompt": "x = 1\n" * 60}), "prompt_too_long", "b9"),
     (json.dumps({"type": "generate", "id": "b10", "prompt": "x" * 5000}), "too_large", None),
     ('{"type": "cancel", "id": "never-sent"}', "unknown_id", "never-sent"),
@@ -289,7 +289,7 @@ def test_the_example_page_streams_coloured_fates_in_a_real_browser(engine):
 
     page_path = Path(__file__).resolve().parent.parent / "assets" / "web" / "stream.html"
     prompt, n = "def fibonacci(n):\n", 24
-    with ServerThread(engine, LIMITS, allow_origins=()) as s, sync_playwright() as pw:
+    with ServerThread(engine, LIMITS, allow_origins=("null",)) as s, sync_playwright() as pw:  # a file:// page
         browser = pw.chromium.launch(
             executable_path="/usr/bin/chromium",
             args=[

@@ -84,7 +84,9 @@ def test_sixty_four_concurrent_clients_all_answered_each_as_its_solo_run(engine,
     jobs = [(i, prompts[i % len(prompts)][-(120 + 9 * i) :], 4 + (7 * i) % 37) for i in range(CLIENTS)]
     refs = {i: plain(engine, p, n) for i, p, n in jobs}
     out: dict[int, list[int]] = {}
-    with ServerThread(engine, Limits(), http=True, max_batch=max_batch) as srv:  # the default queue bound
+    # the default queue bound; the HTTP threads share one key (one client): let it hold them all
+    limits = Limits(max_per_client=CLIENTS, max_wait_s=TIMEOUT_S * 4)
+    with ServerThread(engine, limits, http=True, max_batch=max_batch) as srv:
         oa = api(srv)
         threads = [
             threading.Thread(

@@ -16,7 +16,7 @@ from specdec.core.events import Piece, Stats, StepEvent
 from specdec.server import ws_protocol as proto
 from specdec.server.ws_server import authorized
 
-LIMITS = proto.Limits(max_message_bytes=1000, max_prompt_tokens=5, max_new_tokens=50, max_queue=2)
+LIMITS = proto.Limits(max_message_bytes=1000, max_prompt_tokens=5, max_new_tokens=50, max_queue=2, context=64)
 METHODS = ("none", "draft", "lookup")
 
 
@@ -67,7 +67,7 @@ BAD = [
     (gen(seed=2**64), "bad_params", "r"),
     (gen(seed="x"), "bad_params", "r"),
     (gen(max_new_tokens=0), "bad_params", "r"),
-    (gen(max_new_tokens=51), "bad_params", "r"),
+    (gen(max_new_tokens=65), "bad_params", "r"),  # above the context (64); 51 is above the default only
     (gen(max_new_tokens="10"), "bad_params", "r"),
     (gen(confidence=2), "bad_params", "r"),
     (gen(prompt="a b c d e f"), "prompt_too_long", "r"),

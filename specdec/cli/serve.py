@@ -10,7 +10,9 @@ prints a second line with its URL; ``--openai-port N`` also serves them on a por
 old layout; 0 = any free port), ``-2`` turns HTTP off. ``--method M [--k K]`` is the default of a
 request that names no method (default: the first of the registry's ``GENERATE_ORDER`` the model
 offers); a method the model lacks is refused at start with the engine's reason and what to run.
-A full queue (``--max-queue``, default 256) answers 429 ``rate_limit_error`` with ``Retry-After``.
+A full queue (``--max-queue``, default 256) answers 429 ``rate_limit_error`` with ``Retry-After``;
+``--max-per-client``, ``--max-wait``, ``--allow-origin`` and ``--allow-host`` set the per-client cap, the
+wait bound and the Origin / Host allow-lists (``specdec/server/guard.py``).
 ``--suffix-cache-mb`` caps the suffix cache every request of the method ``suffix`` reads and feeds
 (0 = off).
 ``--backend URL`` serves from a remote OpenAI-compatible server instead of the embedded engine. Bad settings raise
@@ -31,7 +33,7 @@ SERVE_MAX_BATCH = 8  # batching by default: 8 rows (docs/batching.md: 3.4x one c
 EPILOG = f"""examples:
   specdec serve                                  # ws://127.0.0.1:8765, no token
   SPECDEC_TOKEN=s3cret specdec serve --port 9000 # clients send Authorization: Bearer s3cret (or ?token=s3cret)
-  specdec serve --allow-origin http://localhost:8000 --max-queue 4
+  specdec serve --allow-origin https://my.site --max-per-client 4 --max-wait 10
   specdec serve --method lookup --k 4            # the method of requests that name none
   specdec serve --max-batch 1                    # one request at a time (default: batches of up to 8)
 the same port answers the OpenAI API (http://127.0.0.1:8765/v1: /v1/completions, /v1/chat/completions,
@@ -44,7 +46,7 @@ the same port answers the OpenAI API (http://127.0.0.1:8765/v1: /v1/completions,
           print(msg)
           if msg.startswith('{{"type":"done"'): break
 
-the protocol (client: generate, cancel; server: hello, start, step, done, error) is in docs/websocket.md.
+the protocol (client: generate, cancel; server: hello, queued, start, step, done, error) is in docs/websocket.md.
 the token may also come from the {TOKEN_ENV} environment variable.
 """
 
@@ -65,8 +67,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="accept browser clients only from this Origin (repeatable, e.g. http://localhost:8000); "
-        "clients that send no Origin header are always accepted",
+        help="also accept browser pages from this Origin (repeatable, e.g. https://my.site; 'null' for a page "
+        "opened from disk, '*' for any); loopback origins (localhost, 127.0.0.1, [::1]) and clients that send "
+        "no Origin header are always accepted, every other Origin gets 403",
+    )
+    g.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also accept requests whose Host header names this host (repeatable); IP addresses, localhost, "
+        "the --host name and the --allow-origin hosts are always accepted, other names get 403 (DNS rebinding)",
     )
     g.add_argument(
         "--openai-port",
@@ -90,14 +101,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="requests waiting behind the running ones, over all connections (default: 256); one more gets "
         "'busy' (HTTP 429 rate_limit_error with Retry-After)",
     )
-    lim.add_argument("--max-new-tokens", type=int, default=512, help="largest max_new_tokens a request may ask")
+    lim.add_argument(
+        "--max-per-client",
+        type=int,
+        default=16,
+        help="requests one client may have queued or running, and its largest n (default: 16); a client is a "
+        "WebSocket connection, or an HTTP address with its API key; one more gets 'too_many' (HTTP 429)",
+    )
+    lim.add_argument(
+        "--max-wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request that cannot start within this is refused with a retry time (WebSocket 'queue_timeout', "
+        "HTTP 503 with Retry-After), at once when the queue's estimate is longer (default: 30)",
+    )
+    lim.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=512,
+        help="the length of a chat reply that names none (default: 512; a WebSocket request's default is at most "
+        "128); a request may ask up to the model's context",
+    )
     lim.add_argument(
         "--max-prompt-tokens",
         type=int,
         default=None,
         help="longest prompt in tokens (default and upper bound: the model's context - 1)",
     )
-    lim.add_argument("--max-message-bytes", type=int, default=65536, help="largest client message")
+    lim.add_argument("--max-message-bytes", type=int, default=2**21, help="largest client message (default: 2 MiB)")
     lim.add_argument(
         "--suffix-cache-mb",
         type=float,
@@ -138,9 +170,11 @@ def check_args(args: argparse.Namespace) -> None:
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
-    for name in ("max_queue", "max_new_tokens", "max_message_bytes"):
+    for name in ("max_queue", "max_new_tokens", "max_message_bytes", "max_per_client"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.max_wait > 0:
+        raise ConfigError(f"--max-wait must be > 0 seconds, got {args.max_wait}")
     if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
         raise ConfigError(f"--max-prompt-tokens must be >= 1, got {args.max_prompt_tokens}")
     if not 0 <= args.suffix_cache_mb < float("inf"):
@@ -163,6 +197,9 @@ def limits_for(args: argparse.Namespace, context: int):
         max_queue=args.max_queue,
         method=args.method,
         k=args.k,
+        max_per_client=args.max_per_client,
+        max_wait_s=args.max_wait,
+        context=context,
     )
 
 
@@ -223,10 +260,17 @@ def run(args: argparse.Namespace) -> int:
         return 130
     check_method(args, backend)
     config = ServerConfig(
-        args.host, args.port, token, tuple(args.allow_origin), limits_for(args, backend.limits.context)
+        args.host,
+        args.port,
+        token,
+        tuple(args.allow_origin),
+        limits_for(args, backend.limits.context),
+        tuple(args.allow_host),
     )
     http = (
-        OpenAIServer(backend, config.limits, args.host, args.port, token, False, tuple(args.allow_origin))
+        OpenAIServer(
+            backend, config.limits, args.host, args.port, token, False, config.allow_origins, config.allow_hosts
+        )
         if args.openai_port != -2
         else None
     )
@@ -244,9 +288,8 @@ def run(args: argparse.Namespace) -> int:
         if http is not None:
             print(f"specdec serve: OpenAI-compatible API on http://{args.host}:{port}/v1 (model 'specdec')", flush=True)
         if args.openai_port >= 0:
-            openai = OpenAIServer(
-                backend, config.limits, args.host, args.openai_port, token, True, config.allow_origins
-            )
+            c, port = config, args.openai_port
+            openai = OpenAIServer(backend, c.limits, args.host, port, token, True, c.allow_origins, c.allow_hosts)
             openai.start()
             print(f"specdec serve: OpenAI-compatible API also on {openai.url}/v1", flush=True)
 

@@ -8,7 +8,10 @@ request is handed over, with the bytes already read, as ``handoff(sock, address,
 is a blocking socket of its own (a duplicate of the connection's descriptor), and websockets
 forgets the connection (its handler ends as for a client that left before its handshake).
 ``replaying(sock, head)`` wraps such a socket so that a stdlib ``socketserver`` handler reads
-``head`` first, then the socket.
+``head`` first, then the socket, through a ``Replay`` whose reads end at a deadline the handler
+sets (``within``: ``HEAD_TIMEOUT_S`` for each request head, ``BODY_TIMEOUT_S`` for its body), so
+a client that sends slowly (slowloris) or stops mid-body loses its connection instead of holding
+a thread; a head on the shared port is bounded by websockets' ``open_timeout`` the same way.
 
 Why: vLLM and most servers answer everything on one port, and clients are configured with one
 URL. websockets' own ``process_request`` hook cannot serve these routes: websockets parses only
@@ -23,6 +26,7 @@ import io
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +34,9 @@ from websockets.asyncio.server import ServerConnection
 
 log = logging.getLogger("specdec.serve")
 MAX_HEAD_BYTES = 65536  # a head longer than this goes to websockets, which refuses it
+HEAD_TIMEOUT_S = 10.0  # a request head (or a WebSocket handshake) must arrive within this
+BODY_TIMEOUT_S = 30.0  # a request body must arrive within this once its head has
+WRITE_TIMEOUT_S = 60.0  # a reply the client does not read for this long ends the connection
 Handoff = Callable[[socket.socket, Any, bytes], None]
 
 
@@ -91,21 +98,38 @@ def connection_class(handoff: Handoff) -> type[ServerConnection]:
     return OnePortConnection
 
 
-class _Replay(io.RawIOBase):
-    """Reads ``head`` first, then the socket."""
+class Replay(io.RawIOBase):
+    """Reads ``head`` first, then the socket, each read before ``deadline`` (``time.monotonic()``;
+    None: no limit): past it a read raises ``TimeoutError``. Between reads the socket's timeout is
+    ``WRITE_TIMEOUT_S`` (a client that stops reading a reply cannot hold its thread either)."""
 
     def __init__(self, sock: socket.socket, head: bytes) -> None:
         self.sock, self.head = sock, head
+        self.deadline: float | None = None
+        sock.settimeout(WRITE_TIMEOUT_S)
 
     def readable(self) -> bool:
         return True
+
+    def within(self, seconds: float | None) -> None:
+        """Reads from now on must be done within ``seconds`` (None: no limit)."""
+        self.deadline = None if seconds is None else time.monotonic() + seconds
 
     def readinto(self, buf) -> int:
         if self.head:
             n = min(len(buf), len(self.head))
             buf[:n], self.head = self.head[:n], self.head[n:]
             return n
-        return self.sock.recv_into(buf)
+        if self.deadline is None:
+            return self.sock.recv_into(buf)
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the client sent too slowly")
+        self.sock.settimeout(left)
+        try:
+            return self.sock.recv_into(buf)
+        finally:
+            self.sock.settimeout(WRITE_TIMEOUT_S)
 
 
 class Replaying:
@@ -116,9 +140,9 @@ class Replaying:
         self._sock, self._head = sock, head
 
     def makefile(self, mode: str = "r", *args: Any, **kwargs: Any):
-        if "r" in mode and self._head:
+        if "r" in mode:
             head, self._head = self._head, b""
-            return io.BufferedReader(_Replay(self._sock, head))
+            return io.BufferedReader(Replay(self._sock, head))
         return self._sock.makefile(mode, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -10,11 +10,16 @@ Contract: ``OpenAIServer(backend, limits, host, port, token)`` serves, from a th
   the model's chat template (``chat_prompt.py``); a stream opens with the assistant's role chunk;
 - ``GET /v1/models`` (the one model ``specdec``, its methods, context, limits, whether it chats)
   and ``GET /health``.
-With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401); with ``origins``
-(``--allow-origin``) a request whose ``Origin`` header is not listed is a 403, as the WebSocket
-handshake is (requests without one, from scripts, pass). Every refusal is an
-OpenAI error object with its HTTP status (400, 401, 404, 413, 429, 503, 500) and the server keeps
-serving. A client that disconnects mid-stream cancels its request. ``start()`` binds (port 0: any
+With a token every ``/v1`` request needs ``Authorization: Bearer T`` (else 401); a request from a
+foreign ``Origin`` or ``Host`` is a 403, as the WebSocket handshake is (``guard.py``: loopback
+origins and ``origins`` (``--allow-origin``); requests without an Origin, from scripts, pass).
+Each request head must arrive within ``one_port.HEAD_TIMEOUT_S`` and its body within
+``BODY_TIMEOUT_S`` (else 408 and the connection closes). Per client (``openai_admit.client_key``:
+address and API key) at most ``limits.max_per_client`` requests, ``n`` counted, are queued or
+running (429 ``too_many``); the reply waits until every choice started, at most
+``limits.max_wait_s`` (else 503 ``queue_timeout`` with ``Retry-After``). Every refusal is an
+OpenAI error object with its HTTP status (400, 401, 403, 404, 408, 413, 429, 503, 500) and the
+server keeps serving. A client that disconnects mid-stream cancels its request. ``start()`` binds (port 0: any
 free port, read ``port``) and serves in a daemon thread; ``stop()`` closes the socket.
 """
 
@@ -28,11 +33,13 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from specdec.core.config import ConfigError
-from specdec.server import openai_chat, openai_replies
+from specdec.server import one_port, openai_chat, openai_replies
 from specdec.server import openai_protocol as oa
 from specdec.server import ws_protocol as proto
 from specdec.server.chat_prompt import has_chat, renderer
-from specdec.server.one_port import replaying
+from specdec.server.guard import Guard
+from specdec.server.one_port import Replay, Replaying, replaying
+from specdec.server.openai_admit import Tenants, await_start, client_key
 from specdec.server.openai_choices import ChoiceRun
 from specdec.server.openai_options import seeds
 from specdec.serving.backend import Busy, Request, ShuttingDown
@@ -50,8 +57,11 @@ class OpenAIServer:
         token: str | None = None,
         bind: bool = True,
         origins: tuple[str, ...] = (),
+        allow_hosts: tuple[str, ...] = (),
     ):
         self.backend, self.limits, self.token, self.origins = backend, limits, token, origins
+        self.guard = Guard(origins, allow_hosts, host)
+        self.tenants = Tenants(limits.max_per_client)
         tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None) or getattr(backend, "tokenizer", None)
         self.vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
         self.tokenizer = tokenizer
@@ -127,13 +137,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, e: oa.ApiError) -> None:
-        wait = {"Retry-After": str(self.server_api.limits.retry_after_s)} if e.status == 429 else None
+        retry = getattr(e, "retry_after", self.server_api.limits.retry_after_s)
+        wait = {"Retry-After": str(retry)} if e.status in (429, 503) else None
         self._json(e.status, e.body(), wait)
 
+    def setup(self) -> None:
+        if not isinstance(self.request, Replaying):  # a socket of the own port: reads under deadlines too
+            self.request = replaying(self.request, b"")
+        super().setup()
+        self.reader: Replay = self.rfile.raw
+
+    def handle_one_request(self) -> None:
+        self.reader.within(one_port.HEAD_TIMEOUT_S)  # the request line and headers (also the wait for them)
+        super().handle_one_request()
+
     def _check_auth(self) -> bool:
-        origin, allowed = self.headers.get("Origin"), self.server_api.origins
-        if allowed and origin is not None and origin not in allowed:  # --allow-origin, as the WebSocket checks it
-            self._error(oa.error("forbidden", f"the Origin {origin!r} is not allowed (--allow-origin)"))
+        reason = self.server_api.guard.refusal(self.headers)  # the WebSocket handshake's check (guard.py)
+        if reason is not None:
+            self._error(oa.error("forbidden", reason))
             return False
         if self.server_api.authorized(self.headers.get("Authorization", "")):
             return True
@@ -152,7 +173,18 @@ class _Handler(BaseHTTPRequestHandler):
                 "too_large",
                 f"the request body is {size} bytes; the limit is {self.server_api.limits.max_message_bytes}",
             )
-        return self.rfile.read(size)
+        self.reader.within(one_port.BODY_TIMEOUT_S)
+        try:
+            body = self.rfile.read(size)
+        except TimeoutError:
+            self.close_connection = True
+            raise oa.error("timeout", f"the request body did not arrive within {one_port.BODY_TIMEOUT_S:g} s") from None
+        finally:
+            self.reader.within(None)
+        if len(body) < size:  # the client closed mid-body
+            self.close_connection = True
+            raise oa.error("bad_message", f"the body ended after {len(body)} of {size} bytes")
+        return body
 
     # -- routes ---------------------------------------------------------------------------------------
     def do_GET(self) -> None:
@@ -174,9 +206,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         api = self.server_api
+        key = client_key(self.client_address, self.headers.get("Authorization", ""))
         try:
             req = self._parse(self._body())
-            runs = self._submit(req)
+            api.tenants.take(key, req.options.n)  # per client: queued + running, and n
+        except oa.ApiError as e:
+            return self._error(e)
+        try:
+            self._answer(req, key)
+        finally:
+            api.tenants.give(key, req.options.n)
+
+    def _answer(self, req: oa.Completion, key: str) -> None:
+        api = self.server_api
+        try:
+            runs = self._submit(req, key)
+            refused = await_start(api.backend, [run.handle for run in runs], api.limits)
+            if refused is not None:
+                raise refused
         except oa.ApiError as e:
             return self._error(e)
         except Busy as e:
@@ -188,7 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
         api.busy(+1)
         try:
             (self._stream if req.stream else self._whole)(req, runs)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             _cancel(runs)
         except Exception:  # a bug must cost one request, not the server
             log.exception("request %s failed", req.id)
@@ -204,14 +251,15 @@ class _Handler(BaseHTTPRequestHandler):
             return openai_chat.parse(raw, api.limits, methods, encode, api.render)
         return oa.parse(raw, api.limits, methods, encode, api.vocab, api.decode)
 
-    def _submit(self, req: oa.Completion) -> list[ChoiceRun]:
+    def _submit(self, req: oa.Completion, client: str) -> list[ChoiceRun]:
         """One backend request per choice (``n``; sample i seeded ``seed + i``); all or none."""
         api, runs = self.server_api, []
         offset = len(req.prompt_text) if req.options.echo else 0
         try:
             for i, seed in enumerate(seeds(req.spec.sampling.seed, req.options.n)):
                 spec = replace(req.spec, sampling=replace(req.spec.sampling, seed=seed))
-                handle = api.backend.submit(Request(req.prompt_ids, spec, id=f"{req.id}-{i}" if i else req.id))
+                rid = f"{req.id}-{i}" if i else req.id
+                handle = api.backend.submit(Request(req.prompt_ids, spec, id=rid, client=client))
                 runs.append(ChoiceRun(i, handle, req.options, api.backend.cancel, api.token_text, offset))
         except Exception:
             _cancel(runs)

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.core.config import ConfigError, GenerateSpec
+from specdec.server import params
 from specdec.server import ws_protocol as proto
 from specdec.server.openai_options import OptionError, Options, options
 
@@ -48,7 +49,10 @@ STATUS = {
     "too_large": 413,
     "unauthorized": 401,
     "forbidden": 403,
+    "timeout": 408,
     "busy": 429,
+    "too_many": 429,
+    "queue_timeout": 503,
     "shutting_down": 503,
     "internal": 500,
 }
@@ -62,7 +66,7 @@ FIELDS = frozenset(
     "model prompt max_tokens temperature top_p top_k seed stream stream_options user return_token_ids specdec "
     "n stop echo logprobs".split()
 ) | frozenset(NO_OP)
-MAX_TEMPERATURE = 2.0  # OpenAI's range is [0, 2]
+MAX_TEMPERATURE = params.MAX_TEMPERATURE  # OpenAI's range is [0, 2]
 EXT_FIELDS = frozenset(("method", "k", "confidence", "ngram_max", "ngram_min"))
 
 
@@ -72,6 +76,8 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.param = status, code, message, param
 
     def body(self) -> dict[str, Any]:
+        if self.code == "prompt_too_long":  # vLLM's shape, which clients match on ("maximum context length")
+            return {"error": {"message": self.message, "type": "BadRequestError", "param": self.param, "code": 400}}
         kind = (
             "rate_limit_error"
             if self.status == 429
@@ -182,11 +188,18 @@ def stream_flags(body: dict) -> tuple[bool, bool]:
 
 
 def check_length(ids: list[int], limits: proto.Limits, param: str) -> list[int]:
+    """The prompt's ids, or a 400: none, or more than ``limits.max_prompt_tokens`` (vLLM's message and
+    shape: ``maximum context length``, ``type`` BadRequestError, ``code`` 400)."""
     if not ids:
         raise error("bad_params", "the prompt encodes to no tokens", param)
     if len(ids) > limits.max_prompt_tokens:
+        context = limits.context or limits.max_prompt_tokens + 1
         raise error(
-            "prompt_too_long", f"the prompt is {len(ids)} tokens; the limit is {limits.max_prompt_tokens}", param
+            "prompt_too_long",
+            f"This model's maximum context length is {context} tokens and this server takes prompts of at most "
+            f"{limits.max_prompt_tokens} tokens. However, your request has {len(ids)} input tokens. Please reduce "
+            "the length of the input.",
+            param,
         )
     return list(ids)
 
@@ -219,21 +232,6 @@ def _refuse_unsupported(body: dict, no_ops: dict[str, Any]) -> None:
             )
 
 
-def _checked_number(body: dict, name: str, default: float, low: float, high: float | None, integer: bool) -> Any:
-    """``body[name]`` (``default`` when absent or null), or a 400 naming ``name`` when it is not a
-    number (an integer when ``integer``) in [low, high]."""
-    value = body.get(name)
-    if value is None:
-        return default
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise error("bad_params", f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", name)
-    if value < low or (high is not None and value > high):
-        bound = f"at least {low:g}" if high is None else f"in [{low:g}, {high:g}]"
-        raise error("bad_params", f"{name} must be {bound}, got {value!r}", name)
-    return value
-
-
 def _config_error(e: ConfigError, max_field: str) -> ApiError:
     """The engine's refusal, in the OpenAI field names: ``param`` is the field the message names."""
     message = str(e).replace("max_new_tokens", max_field)
@@ -247,24 +245,28 @@ def spec_for(
 ) -> GenerateSpec:
     """The request's ``GenerateSpec``; every refusal names the OpenAI field (``max_field``: the
     length field the client sent, ``max_tokens`` or chat's ``max_completion_tokens``)."""
-    max_tokens = _checked_number(body, max_field, max_default, 1, None, integer=True)
-    temperature = _checked_number(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE, integer=False)
-    try:
-        sampling = SamplingParams(
-            temperature=temperature,
-            top_k=max(body.get("top_k", 0) or 0, 0),  # vLLM's -1 also means off
-            top_p=body.get("top_p", 1.0),
+    top_k = body.get("top_k")
+    try:  # the checks the WebSocket protocol shares (params.py)
+        max_tokens = params.length(_given(body, max_field, max_default), max_field, limits.context)
+        sampling = params.sampling(
+            temperature=_given(body, "temperature", 1.0),
+            top_k=0 if top_k in (None, -1) else top_k,  # vLLM's -1 also means off
+            top_p=_given(body, "top_p", 1.0),
             seed=body.get("seed"),
         )
-        spec = GenerateSpec(method=method, max_new_tokens=max_tokens, sampling=sampling, **{
+    except params.ParamError as e:
+        raise error("bad_params", e.message, e.param) from None
+    try:
+        return GenerateSpec(method=method, max_new_tokens=max_tokens, sampling=sampling, **{
             f: ext[f] for f in EXT_FIELDS - {"method"} if f in ext
         })  # fmt: skip
     except ConfigError as e:
         raise _config_error(e, max_field) from None
     except (TypeError, ValueError) as e:
         raise error("bad_params", f"invalid parameter: {e}") from None
-    if spec.sampling.seed is not None and not 0 <= spec.sampling.seed < 2**63:
-        raise error("bad_params", f"seed must be in [0, 2**63), got {spec.sampling.seed}", "seed")
-    if spec.max_new_tokens > limits.max_new_tokens:
-        raise error("bad_params", f"{max_field} is {spec.max_new_tokens}; at most {limits.max_new_tokens}", max_field)
-    return spec
+
+
+def _given(body: dict, name: str, default: Any) -> Any:
+    """``body[name]``, or ``default`` when absent or null (as OpenAI reads a null)."""
+    value = body.get(name)
+    return default if value is None else value

@@ -75,8 +75,8 @@ def choice(
         out["text"] = text or ""
     elif whole:
         out["message"] = {"role": "assistant", "content": text or ""}
-    else:
-        out["delta"] = {} if not text else {"content": text}
+    else:  # every chunk but a stream's empty last one carries a string, as OpenAI and vLLM send it
+        out["delta"] = {} if not text and finish is not None else {"content": text or ""}
     ids = [t.id for t in tokens]
     ends = {"finish_reason": finish, "stop_reason": stop_reason}  # vLLM's stop_reason: the stop string
     return out | {"token_ids": ids} | ends | {"logprobs": logprobs(req, tokens)}

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
+from specdec.core.config import ConfigError, GenerateSpec
 from specdec.core.events import Stats, StepEvent
 from specdec.core.methods import GENERATE_ORDER, METHODS, preferred
 from specdec.engine.chat import ChatError, NoTemplate
+from specdec.server import params
 
 PROTOCOL_VERSION = 1
 ERROR_CODES = {
@@ -34,6 +35,9 @@ ERROR_CODES = {
     "prompt_too_long": "the prompt has more tokens than limits.max_prompt_tokens",
     "no_chat_template": "messages were sent but the model has no chat template (see hello.chat); send a prompt",
     "busy": "the request queue is full (limits.max_queue waiting); retry after retry_after_s seconds",
+    "too_many": "this client already has limits.max_per_client requests queued or running; retry after "
+    "retry_after_s seconds",
+    "queue_timeout": "the request could not start within limits.max_wait_s seconds; retry after retry_after_s seconds",
     "duplicate_id": "a request with this id is already queued or running on this connection",
     "unknown_id": "cancel names no request queued or running on this connection",
     "shutting_down": "the server is shutting down and takes no new requests",
@@ -72,20 +76,27 @@ class Limits:
     """What the server accepts (sent to every client in ``hello``), and its defaults: ``method`` (None:
     the registry's ``GENERATE_ORDER``) and ``k`` for a request that names no method."""
 
-    max_message_bytes: int = 65536
+    max_message_bytes: int = 2**21  # well above any context's worth of text: a long prompt is a context error
     max_prompt_tokens: int = 511
-    max_new_tokens: int = 512
+    max_new_tokens: int = 512  # the length of a chat reply that names none (a WebSocket request's: up to 128)
     max_queue: int = 256
     method: str | None = None
     k: int | str = "auto"
     retry_after_s: int = 1  # what a refusal for a full queue tells the client to wait
+    max_per_client: int = 16  # queued + running requests of one client (a connection; an HTTP key/address)
+    max_wait_s: float = 30.0  # a request that cannot start within this is refused (queue_timeout)
+    queue_update_s: float = 5.0  # how often a queued WebSocket request hears its position again
+    context: int | None = None  # the model's context: the longest length a request may ask (None: unchecked)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | float]:
         return {
             "max_message_bytes": self.max_message_bytes,
             "max_prompt_tokens": self.max_prompt_tokens,
             "max_new_tokens": self.max_new_tokens,
             "max_queue": self.max_queue,
+            "max_per_client": self.max_per_client,
+            "max_wait_s": self.max_wait_s,
+            "context": self.context,
         }
 
 
@@ -194,27 +205,21 @@ def _prompt(msg: dict[str, Any], rid: RequestId, render: Render | None) -> str:
 
 
 def _spec(msg: dict[str, Any], method: str, rid: RequestId, limits: Limits, k: int | str = "auto") -> GenerateSpec:
-    fields = {f: msg[f] for f in SPEC_FIELDS if f in msg}
-    fields["method"] = method
-    fields.setdefault("k", k)
-    fields.setdefault("max_new_tokens", min(128, limits.max_new_tokens))
+    """The request's settings; sampling and length through the checks HTTP shares (``params.py``)."""
     try:
-        sampling = SamplingParams(**{f: msg[f] for f in SAMPLING_FIELDS if f in msg})
-        spec = GenerateSpec(**fields, sampling=sampling)
+        sampling = params.sampling(**{f: msg[f] for f in SAMPLING_FIELDS if f in msg})
+        asked = msg.get("max_new_tokens", min(128, limits.max_new_tokens))
+        length = params.length(asked, "max_new_tokens", limits.context)
+    except params.ParamError as e:
+        raise ProtocolError("bad_params", e.message, rid) from None
+    fields = {f: msg[f] for f in SPEC_FIELDS if f in msg} | {"method": method, "max_new_tokens": length}
+    fields.setdefault("k", k)
+    try:
+        return GenerateSpec(**fields, sampling=sampling)
     except ConfigError as e:
         raise ProtocolError("bad_params", str(e), rid) from None
     except (TypeError, ValueError) as e:  # e.g. a string where a number belongs, compared before checking
         raise ProtocolError("bad_params", f"invalid parameter: {e}", rid) from None
-    seed = spec.sampling.seed
-    if seed is not None and not 0 <= seed < 2**63:
-        raise ProtocolError("bad_params", f"seed must be in [0, 2**63), got {seed}", rid)
-    if spec.max_new_tokens > limits.max_new_tokens:
-        raise ProtocolError(
-            "bad_params",
-            f"max_new_tokens is {spec.max_new_tokens}; this server allows at most {limits.max_new_tokens}",
-            rid,
-        )
-    return spec
 
 
 def default_method(methods: tuple[str, ...], chosen: str | None = None) -> str:
@@ -262,6 +267,17 @@ def start(req: Generate, queued_ms: float) -> dict[str, Any]:
     }
 
 
+def queued(rid: RequestId, position: int, estimate_s: float | None) -> dict[str, Any]:
+    """A request waits: ``position`` 1 starts next; ``estimate_s`` the rough wait (null: unknown)."""
+    wait = None if estimate_s is None else round(estimate_s, 1)
+    return {"type": "queued", "id": rid, "position": position, "estimate_s": wait}
+
+
+def retry_after(estimate_s: float | None, floor: int) -> int:
+    """Whole seconds to wait before retrying: the estimate of the wait, at least ``floor``."""
+    return max(floor, 0 if estimate_s is None else int(estimate_s + 0.999))
+
+
 def step(rid: RequestId, ev: StepEvent) -> dict[str, Any]:
     pieces = [
         {"text": pc.text, "kind": pc.kind, "token_id": pc.token_id, "position": pc.position, "p": pc.p, "q": pc.q}
@@ -300,8 +316,8 @@ def stats_dict(s: Stats) -> dict[str, Any]:
 
 
 def error(rid: RequestId | None, code: str, message: str, retry_after_s: int | None = None) -> dict[str, Any]:
-    """An error message; ``busy`` also says how long to wait before retrying (``retry_after_s``, as
-    HTTP's ``Retry-After``)."""
+    """An error message; ``busy``, ``too_many`` and ``queue_timeout`` also say how long to wait
+    before retrying (``retry_after_s``, as HTTP's ``Retry-After``)."""
     assert code in ERROR_CODES, code
     out = {"type": "error", "id": rid, "code": code, "message": message}
     return out if retry_after_s is None else out | {"retry_after_s": retry_after_s}

@@ -18,10 +18,11 @@ handle``) or async iteration (``async for ev in handle``), from any thread or ev
 consumer. Iteration ends after the last event; if decoding failed it then raises the error. After
 the end, ``handle.stop`` says why it ended: a ``StepEvent.stop`` (eos, length, context), the
 reason given to ``cancel`` ("cancelled" unless the caller names another), shutdown, or error.
-``handle.started()`` / ``await handle.wait_started()`` say whether it began decoding (False: it
-ended in the queue). ``handle.cancel()`` is ``backend.cancel(handle)``. ``handle.next_batch(timeout)``
-drains what has arrived (a UI that coalesces updates); ``handle.listen(loop, fn)`` delivers by
-callback on an event loop instead (one wake-up per step fewer than ``async for``).
+``handle.started()`` / ``await handle.wait_started()`` / ``handle.wait_begun(timeout)`` say whether
+it began decoding (False: it ended in the queue). ``handle.cancel()`` is ``backend.cancel(handle)``.
+``handle.next_batch(timeout)`` drains what has arrived (a UI that coalesces updates);
+``handle.listen(loop, fn)`` delivers by callback on an event loop instead (one wake-up per step
+fewer than ``async for``).
 
 Why one seam: the demo, the WebSocket server and the language server each had a runner of their own
 around an engine lock. Now a backend owns the model thread (``local.LocalBackend``); a batching
@@ -56,7 +57,9 @@ class Request:
     """One generation: the prompt (text or token ids), its settings, extra token sequences prompt
     lookup may copy from (honoured where ``capabilities.corpus``), the caller's own id,
     ``idle_s``: cancel it (stop "abandoned") when its consumer has not read for that long, and
-    ``tenant``: the namespace of the shared suffix cache it reads and feeds (None: the default)."""
+    ``tenant``: the namespace of the shared suffix cache it reads and feeds (None: the default), and
+    ``client``: who sent it (any hashable; an in-process backend starts requests round-robin across
+    clients, ``fair.py``; None: one anonymous client)."""
 
     prompt: str | Sequence[int]
     spec: GenerateSpec
@@ -64,6 +67,7 @@ class Request:
     id: Any = None
     idle_s: float | None = None
     tenant: str | None = None  # set by the server (an API key's tenant), never by the client's JSON
+    client: Any = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,12 @@ class Handle:
             while self._items and self._items[0] is not _END:
                 out.append(self._items.popleft())
             return out, bool(self._items)
+
+    def wait_begun(self, timeout: float | None = None) -> bool | None:
+        """Block until the request began decoding or ended (``started()``), at most ``timeout`` s."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._state != "queued", timeout)
+        return self.started()
 
     async def wait_started(self) -> bool:
         await self._wait_change(lambda: self._state != "queued")

@@ -6,8 +6,13 @@ the model thread) holds what a front end talks to before a request reaches the m
   ``engine``, ``methods``, ``queued``; ``encode(text)`` through the Rust tokenizer when there is
   one (safe beside the model thread's decoding);
 - ``submit(request)`` checks the method and the prompt (``ConfigError``), then queues a ``Handle``
-  under the lock, oldest first (``handle.seq``): ``ShuttingDown`` once closing, ``Busy`` when
-  ``max_queue`` already wait;
+  under the lock (``handle.seq``: arrival order): ``ShuttingDown`` once closing, ``Busy`` when
+  ``max_queue`` already wait. The queue is a ``fair.FairQueue``: requests start round-robin across
+  ``Request.client``s (first come first served for one client);
+- ``position(handle)`` (1 = starts next; None once started or ended) and ``estimate_s(handle)``:
+  its expected wait from the mean decoding time of recent requests (None before any finished);
+  ``withdraw(handle, reason)`` ends a request only if it is still queued (True), atomically, so
+  a front end can refuse one that waited too long without racing its start;
 - ``cancel(handle, reason)``: a queued request ends now; a running one is marked through
   ``_cancel_running(handle, reason)`` (the subclass's rows, under the lock) and ends within a step;
 - ``shutdown(timeout)``: no new requests, the queued ones end now, the running ones (the subclass's
@@ -29,12 +34,14 @@ import asyncio
 import collections
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from specdec.core.config import check_ids
 from specdec.fast import omp
 from specdec.serving.backend import Busy, Handle, Record, Request, ShuttingDown
+from specdec.serving.fair import FairQueue
 
 
 class QueueFront:
@@ -47,7 +54,8 @@ class QueueFront:
         self._engine, self._load_error = engine, None
         self._loaded = threading.Event()
         self._cond = threading.Condition()
-        self._queue: collections.deque[Handle] = collections.deque()
+        self._queue = FairQueue()
+        self._service_s: float | None = None  # a running mean of recent requests' decoding time
         self._closing = False
         self._arrivals = itertools.count()
         self.finished: collections.deque[Record] = collections.deque(maxlen=256)
@@ -116,6 +124,32 @@ class QueueFront:
             self._cond.notify()
         return handle
 
+    def position(self, handle: Handle) -> int | None:
+        with self._cond:
+            return self._queue.position(handle)
+
+    def estimate_s(self, handle: Handle) -> float | None:
+        """Roughly how long until ``handle`` starts: 0 when a free row takes it, else the requests
+        that must finish first times the mean decoding time of recent requests, over the rows that
+        decode at once; None when unknown or not queued."""
+        slots = max(1, getattr(self, "slots", 1))
+        with self._cond:
+            position, free = self._queue.position(handle), slots - len(self._running())
+        mean = self._service_s
+        if position is None or mean is None:
+            return None
+        return max(0, position - max(0, free)) * mean / slots
+
+    def withdraw(self, handle: Handle, reason: str) -> bool:
+        """End ``handle`` with stop ``reason`` if it is still queued (True); else leave it (False)."""
+        with self._cond:
+            queued = handle in self._queue
+            if queued:
+                self._queue.remove(handle)
+        if queued:
+            self._end_unstarted(handle, reason)
+        return queued
+
     def cancel(self, handle: Handle, reason: str = "cancelled") -> None:
         with self._cond:
             queued = handle in self._queue
@@ -163,6 +197,9 @@ class QueueFront:
     def _forget(self, handle: Handle) -> None:
         handle._ids = None
         self.finished.append(handle.record())
+        if handle.queued_s is not None and handle.steps:  # it decoded: its time feeds the wait estimate
+            took = time.perf_counter() - handle.enqueued - handle.queued_s
+            self._service_s = took if self._service_s is None else 0.8 * self._service_s + 0.2 * took
 
     def _load(self, loader: Callable[[], Any], setup: Callable[[Any], None] | None = None) -> bool:
         """On the model thread: build the engine (and ``setup(engine)``); False after a failure,
