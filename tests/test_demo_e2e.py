@@ -17,8 +17,9 @@ gr = pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
+from specdec.demo.examples import example_prompts  # noqa: E402
 from specdec.demo.handlers import Handlers  # noqa: E402
-from specdec.demo.layout import example_prompts, launch_demo  # noqa: E402
+from specdec.demo.layout import launch_demo  # noqa: E402
 from specdec.demo.runs import DemoSession  # noqa: E402
 from tests.demo_helpers import free_port, healed_greedy  # noqa: E402
 
