@@ -191,12 +191,16 @@ def test_specdec_demo_prints_the_url_and_serves(tmp_path):
         text=True,
     )
     try:
-        url = None
-        for line in proc.stdout:  # models load first, then the URL is printed
+        url, lines = None, []
+        for line in proc.stdout:  # models load first, each phase said (stderr), then the URL is printed
+            lines.append(line)
             if "http://" in line:
                 url = line[line.index("http://") :].split()[0]
                 break
         assert url == f"http://127.0.0.1:{port}/"
+        said = "".join(lines)  # issue 52, item 5: start-up is never silent
+        for phase in ("starting", "loading", "calibrating", "serving at"):
+            assert "specdec demo [" in said and phase in said, said
         with urllib.request.urlopen(url, timeout=30) as r:
             assert r.status == 200 and "specdec" in r.read().decode()
     finally:

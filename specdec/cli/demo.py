@@ -1,14 +1,17 @@
 """Serve the browser demo: live token fates, acceptance plots, a race against the baseline, theory.
 
 Contract: ``add_arguments(parser)`` adds --host/--port and the model options; ``run(args)`` loads
-the models once (never at import), prints the URL and serves until interrupted. gradio and torch
-are imported inside ``run`` so ``specdec --help`` stays fast.
+the models once (never at import), printing each phase on stderr (loading, weight format,
+calibrating, serving at URL, with the seconds since start), prints the URL and serves until
+interrupted. gradio and torch are imported inside ``run`` so ``specdec --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 
 EPILOG = """views:
   Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots
@@ -48,12 +51,19 @@ def run(args: argparse.Namespace) -> int:
     from specdec.serving.remote import backend_for
 
     check_batch_args(args)
-    backend = backend_for(args, lambda: make_backend(args, load_engine(args)))
+    start = time.monotonic()
+
+    def say(text: str) -> None:  # progress on stderr, so a silent minute is never a mystery
+        print(f"specdec demo [{time.monotonic() - start:5.1f} s]: {text}", file=sys.stderr, flush=True)
+
+    say("starting: the page is served once the model is ready")
+    backend = backend_for(args, lambda: make_backend(args, load_engine(args, say)))
     from specdec.demo.layout import launch_demo
 
     where = backend.describe() if hasattr(backend, "describe") else "the embedded engine"
-    print(f"specdec demo: on {where} (methods: {', '.join(backend.methods)}); starting the server ...", flush=True)
+    say(f"on {where} (methods: {', '.join(backend.methods)}); starting the web server ...")
     demo, _ = launch_demo(backend, args.host, args.port, prevent_thread_lock=True, quiet=True)
+    say(f"ready: serving at http://{args.host}:{demo.server_port}/")
     print(f"specdec demo: open http://{args.host}:{demo.server_port}/  (Ctrl+C to stop)", flush=True)
     try:
         demo.block_thread()
