@@ -23,7 +23,7 @@ from specdec.paths import ASSETS
 DEFAULT_SOURCE = "transformers/models/pi0/processing_pi0.py"  # every fate shows up here at temperature 0
 CHAT: list[tuple[str, str]] = [
     (
-        "chat: fix the spelling (lookup copies)",
+        "chat: fix the spelling",
         "Correct the spelling and write the corrected sentence out in full: Teh quick brown fox jumpd over "
         "teh lazy dog, becuase the dog was sleping in the sun.",
     ),

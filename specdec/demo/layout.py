@@ -157,7 +157,7 @@ def _teach_tab(h: Handlers, session, info: MI.Loaded) -> tuple:
     with gr.Row():
         a = gr.Slider(0.0, 0.99, value=0.7, step=0.01, label="alpha = accepted / tested")
         k = gr.Slider(1, K_MAX, value=4, step=1, label="k")
-        c = gr.Slider(0.0, C_MAX, value=0.1, step=0.01, label="c (draft token cost / target forward)")
+        c = gr.Slider(0.0, C_MAX, value=0.1, step=0.01, label="c (cost ratio)")
     figure = gr.Plot(elem_id="sd-theory-plot")
     numbers = gr.Markdown()
     for slider in (a, k, c):
@@ -168,8 +168,8 @@ def _teach_tab(h: Handlers, session, info: MI.Loaded) -> tuple:
             p_text = gr.Textbox("5, 3, 1, 1, 0", label="target p (weights, one per token)")
             q_text = gr.Textbox("1, 1, 3, 3, 2", label="draft q (weights, same vocabulary)")
             with gr.Row():
-                n = gr.Slider(100, 30000, value=10000, step=100, label="draws")
-                seed = gr.Number(0, precision=0, label="seed")
+                n = gr.Slider(100, 30000, value=10000, step=100, label="draws", min_width=240)  # room for "30000"
+                seed = gr.Number(0, precision=0, label="seed", min_width=100)
             draw = gr.Button("Draw through the verifier", variant="primary", elem_id="sd-mc")
             gr.Markdown(PROOF_MD)
         with gr.Column(scale=3):
