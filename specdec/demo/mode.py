@@ -39,7 +39,7 @@ MODES = [
     (f"{SHOW}: draft k tokens every step (see the mechanism)", SHOW),
     (f"{FASTEST}: auto k, drafts only when it pays", FASTEST),
 ]
-NOISE = "One run on a shared machine is noisy: the Race tab repeats both sides and gives the spread."
+NOISE = "One run is noisy: the Race repeats both sides and gives the spread."
 
 
 def mode_of(k: Any) -> str:
@@ -61,12 +61,13 @@ def _plain(before: list) -> SP.Split | None:
 
 
 def cost_text(method: str, k: Any, t: R.Transcript, before: list = ()) -> str:
-    """What this run's mode cost, in one or two sentences (empty before a step has run)."""
+    """What this run's mode cost, in two short sentences (empty before a step has run): short,
+    because it sits in the live numbers' column, which must stay in a projector's first screen."""
     if not t.steps or t.stats is None:
         return ""
-    mode = mode_of(k)
     if method == "none":
-        return f"Plain decoding: tau 1.00 by definition; the speed every method is compared with. {NOISE}"
+        return f"Plain decoding: the speed every method is compared with. {NOISE}"
+    mode = mode_of(k)
     head = f"{mode} (k={k})" if mode == SHOW else f"{mode} (auto k)"
     tau = t.stats.tau or 1.0
     drafted = sum(s.drafted for s in t.steps) / len(t.steps)
@@ -74,26 +75,20 @@ def cost_text(method: str, k: Any, t: R.Transcript, before: list = ()) -> str:
     if now is not None and plain is not None and now.step_ms > 0:
         ratio = tau * plain.step_ms / now.step_ms
         cost = (
-            f"about {ratio:.2f}x plain decoding's speed, measured: tau {tau:.2f} x your plain run's "
-            f"{plain.step_ms:.1f} ms a step / this run's {now.step_ms:.1f} ms a step"
+            f"~{ratio:.2f}x plain's speed, measured (tau {tau:.2f} x your plain run's {plain.step_ms:.1f} ms "
+            f"a step / this run's {now.step_ms:.1f} ms)"
         )
     else:
         c = R.cost_ratio(t)
         if c is None:
-            cost = f"tau {tau:.2f} tokens per target forward; nothing was drafted, so no draft cost was paid"
+            cost = f"tau {tau:.2f}; nothing was drafted, so no draft was paid for"
         else:
             est = tau / (1 + drafted * c)
             cost = (
-                f"about {est:.2f}x plain decoding's speed by the theory's estimate tau / (1 + d c) = "
-                f"{tau:.2f} / (1 + {drafted:.1f} x {c:.2f}) (d: tokens drafted a step, c: a draft token's "
-                "cost over a target forward); run `none` once for a measured comparison"
+                f"~{est:.2f}x plain's speed, estimated as tau / (1 + d c) = {tau:.2f} / (1 + {drafted:.1f} x "
+                f"{c:.2f}); run none once to measure it"
             )
-    why = (
-        " Show me drafts on every step to show the mechanism, also where drafting does not pay; "
-        "fastest (auto k) drafts only where the measured acceptance and cost say it pays."
-        if mode == SHOW
-        else " Fastest lets auto k skip drafting where it does not pay: fewer coloured tokens, more speed."
-    )
+    why = " Fastest drafts only where it pays." if mode == SHOW else " Show me drafts every step."
     return f"Cost of {head}: {cost}.{why} {NOISE}"
 
 
@@ -102,8 +97,8 @@ def cost_html(method: str, k: Any, t: R.Transcript, before: list = ()) -> str:
     if not text:
         return ""
     return (
-        f'<p class="sd-mode-cost" data-mode="{mode_of(k)}" style="font-size:13px;margin:6px 0 0;'
-        f'padding:4px 6px;border-left:3px solid #7c3aed">{html.escape(text)}</p>'
+        f'<p class="sd-mode-cost" data-mode="{mode_of(k)}" style="font-size:12px;line-height:1.35;margin:4px 0 0;'
+        f'padding:2px 6px;border-left:3px solid #7c3aed">{html.escape(text)}</p>'
     )
 
 

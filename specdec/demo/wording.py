@@ -21,7 +21,7 @@ import json
 import re
 
 SYMBOLS: tuple[tuple[str, str], ...] = (
-    ("\u220e", "end of text: the model's end-of-text (end-of-turn) token, in its fate's colour"),
+    ("\u220e", "the end-of-text token (in its fate's colour)"),
     ("\u23ce", "a newline in a rejected token"),
     ("\u2423", "one space in a rejected token; \u24237 = seven spaces (indentation)"),
     ("\u21e5", "a tab in a rejected token"),
