@@ -7,7 +7,9 @@ while its content is wider than its box, on a wide screen (1000 px and more) a b
 scrolled sideways to show a column, one that reaches past the viewport without a scrolling or
 clipping box around it, the page itself scrolling sideways, an SVG label cut by its own SVG's box,
 and a plot's title overlapping its axis titles or legend. Set ``SPECDEC_DEMO_IMG`` to a folder to
-save each tab's screenshot there (docs/img holds the ones docs/demo.md shows).
+save each tab's screenshot there (docs/img holds the ones docs/demo.md shows). On SmolLM2 (slow,
+skipped when it is not installed): Generate with a chat example and the Chat tab with a reply, at
+1280x720 and 390x844.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
 from specdec.demo.layout import launch_demo  # noqa: E402
 from tests.demo_helpers import CHROMIUM, CHROMIUM_ARGS, free_port, set_max_new, set_number, status_has  # noqa: E402
+from tests.test_demo_chat import smol  # noqa: E402, F401  (SmolLM2 behind the in-process backend)
 
 pytestmark = pytest.mark.slow
 SIZES = [(1280, 720), (1366, 768), (1920, 1080), (390, 844)]
@@ -189,5 +192,47 @@ def test_no_element_overflows_in_any_tab(browser, page_url, width, height):
         found = {tab: bad for tab, bad in drive(page, phone, _shot_name(width, height)) if bad}
         assert found == {}, found
         assert errors == []
+    finally:
+        ctx.close()
+
+
+@pytest.fixture(scope="module")
+def smol_url(smol):  # noqa: F811  (tests/test_demo_chat.py's SmolLM2 fixture)
+    _, backend = smol
+    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{demo.server_port}/"
+    demo.close()
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (390, 844)])
+def test_the_chat_tab_and_a_chat_example_fit_on_smollm2(browser, smol_url, width, height):
+    """The Chat tab's own mode and k, a reply with its cost note, and Generate with a chat example
+    (its "send as a chat message" box ticked) on a model with a chat template."""
+    phone = width < 700
+    ctx = browser.new_context(viewport={"width": width, "height": height}, has_touch=phone, is_mobile=phone)
+    page = ctx.new_page()
+    try:
+        page.goto(smol_url)
+        page.wait_for_selector("#sd-run", timeout=120_000)
+        if phone:
+            page.wait_for_function("() => !document.getElementById('sd-sidebar').classList.contains('open')")
+            _sidebar(page, True)
+        assert page.is_checked("#sd-as-chat input")  # the first example is a chat question
+        set_max_new(page, 12)
+        if phone:
+            _sidebar(page, False)
+        page.click("#sd-run")
+        status_has(page, "done")
+        assert page.locator("#sd-stats .sd-mode-cost").count() == 1
+        bad = page.evaluate(OVERFLOW)
+        _tab(page, "Chat")
+        page.locator("#sd-chat-msg textarea").fill("Why is the sky blue?")
+        page.click("#sd-chat-send")
+        page.wait_for_selector("#sd-chat .sd-chat-meta", timeout=120_000)
+        assert page.locator("#sd-chat .sd-mode-cost").count() == 1
+        page.wait_for_timeout(500)
+        if os.environ.get("SPECDEC_DEMO_IMG"):
+            page.screenshot(path=str(Path(os.environ["SPECDEC_DEMO_IMG"]) / f"demo-chat-smollm2-{width}x{height}.png"))
+        assert (bad, page.evaluate(OVERFLOW)) == ([], [])
     finally:
         ctx.close()
