@@ -191,13 +191,17 @@ def test_specdec_demo_prints_the_url_and_serves(tmp_path):
         text=True,
     )
     try:
-        url, lines = None, []
+        url, lines, early = None, [], None
         for line in proc.stdout:  # models load first, each phase said (stderr), then the URL is printed
             lines.append(line)
-            if "http://" in line:
+            if early is None and "loading tiny" in line:  # while loading, the URL answers with the phases
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+                    early = r.read().decode()
+            if "ready: serving at http://" in line:
                 url = line[line.index("http://") :].split()[0]
                 break
         assert url == f"http://127.0.0.1:{port}/"
+        assert early is not None and "is loading the model" in early and "loading tiny" in early
         said = "".join(lines)  # issue 52, item 5: start-up is never silent
         for phase in ("starting", "loading", "calibrating", "serving at"):
             assert "specdec demo [" in said and phase in said, said

@@ -2,7 +2,8 @@
 
 Contract: ``add_arguments(parser)`` adds --host/--port and the model options; ``run(args)`` loads
 the models once (never at import), printing each phase on stderr (loading, weight format,
-calibrating, serving at URL, with the seconds since start), prints the URL and serves until
+calibrating, serving at URL, with the seconds since start) and serving them meanwhile as a
+self-reloading page on the demo's address (specdec/demo/loading.py), prints the URL and serves until
 interrupted. gradio and torch are imported inside ``run`` so ``specdec --help`` stays fast.
 """
 
@@ -48,16 +49,23 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from specdec.cli.args import load_engine
     from specdec.cli.batch_args import check_batch_args, make_backend
+    from specdec.demo.loading import LoadingPage
     from specdec.serving.remote import backend_for
 
     check_batch_args(args)
     start = time.monotonic()
+    loading = LoadingPage(args.host, args.port)  # the URL answers at once, with these lines
 
     def say(text: str) -> None:  # progress on stderr, so a silent minute is never a mystery
-        print(f"specdec demo [{time.monotonic() - start:5.1f} s]: {text}", file=sys.stderr, flush=True)
+        line = f"[{time.monotonic() - start:5.1f} s]: {text}"
+        loading.say(line)  # first: whoever reads the printed line may open the page at once
+        print(f"specdec demo {line}", file=sys.stderr, flush=True)
 
-    say("starting: the page is served once the model is ready")
-    backend = backend_for(args, lambda: make_backend(args, load_engine(args, say)))
+    say(f"starting: http://{args.host}:{args.port}/ shows this progress until the model is ready")
+    try:
+        backend = backend_for(args, lambda: make_backend(args, load_engine(args, say)))
+    finally:
+        loading.close()  # the demo binds the same port next
     from specdec.demo.layout import launch_demo
 
     where = backend.describe() if hasattr(backend, "describe") else "the embedded engine"
