@@ -47,6 +47,9 @@ def test_smollm2s_draft_and_heads_are_described_from_what_is_loaded():
     assert (d.layers, d.width) == (str(cfg["num_hidden_layers"]), cfg["hidden_size"]) and 0 < d.flops < 1
     assert "13%" in d.agreement  # its card's validation agreement, not "0%"
     assert got["EAGLE head"].width == 576 and "0.49" in got["EAGLE head"].agreement
+    # Medusa's 4 heads read 8,192 LM-head rows each (their draft vocabulary), not 49,152
+    target = P.macs(engine.target.model.config)
+    assert got["Medusa heads"].flops == pytest.approx((got["Medusa heads"].parameters + 4 * 8192 * 576) / target)
     assert "30 layers, width 576" in known.get("smollm2-135m").arch  # the target the ratios divide by
     assert "32-bit floats" in P.weights_line(engine)
     engine.set_weights("q4_1")

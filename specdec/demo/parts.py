@@ -11,7 +11,9 @@ Contract:
   number of heads or decoder layers and the target's width), parameters counted on the loaded
   module, ``flops``: its multiply-adds per drafted token (per step for Medusa, whose heads all run
   at once) over one target forward's per token (``macs``: attention and MLP projections plus the
-  LM-head rows read), and ``agreement``: what its training card measured on held-out text (the
+  LM-head rows read, a draft vocabulary's rows where it has one; multiply-adds, not time: a
+  full-precision draft beside a 4-bit target costs more time than its FLOPs say, which the
+  measured c shows), and ``agreement``: what its training card measured on held-out text (the
   only place agreement is known before a run; the run's own acceptance is the Generate view's).
 - ``macs(config, vocab)``: multiply-adds per token of a Llama-style decoder from its config.
 - ``weights_line(engine)``: the target's weight format and forward path from ``engine.forward``
@@ -71,7 +73,13 @@ def _card(folder: Path | None) -> dict[str, Any]:
         return {}
 
 
-def _rows(vocab: Any, cfg: Any) -> int:
+def _rows(prop: Any, cfg: Any) -> int:
+    """The LM-head rows a proposer reads per token: its draft vocabulary where it has one (Medusa's
+    ``vocab_ids``, EAGLE's ``sub`` head), else its whole vocabulary."""
+    for ids in (getattr(prop, "vocab_ids", None), getattr(getattr(prop, "sub", None), "ids", None)):
+        if ids is not None:
+            return len(ids)
+    vocab = getattr(prop, "vocab", None)
     return vocab if isinstance(vocab, int) and vocab > 0 else cfg.vocab_size
 
 
@@ -85,14 +93,14 @@ def _draft(prop: Any, target_cfg: Any, target_macs: int) -> Part:
     agree = card.get("greedy_agreement", card.get("validation_greedy_agreement"))
     where = "held-out" if "greedy_agreement" in card else "validation"
     text = f"its greedy token is the target's {agree:.0%} of the time ({where} text, its card)" if agree else "-"
-    flops = macs(cfg, _rows(getattr(prop, "vocab", None), cfg)) / target_macs
+    flops = macs(cfg, _rows(prop, cfg)) / target_macs
     return Part("draft model (q)", str(cfg.num_hidden_layers), cfg.hidden_size, _count(prop.model), flops, text)
 
 
 def _medusa(prop: Any, target_cfg: Any, target_macs: int, card: dict[str, Any]) -> Part:
     own = _count(prop.heads) or 0
     n = len(getattr(prop.heads, "block", ())) or None
-    rows = _rows(getattr(prop, "vocab", None), target_cfg) * target_cfg.hidden_size
+    rows = _rows(prop, target_cfg) * target_cfg.hidden_size
     flops = (own + (n or 0) * rows if getattr(prop, "tied", False) else own) / target_macs
     top1 = card.get("heldout_top1_per_head") or card.get("validation_top1_per_head")
     text = f"top-1 agreement per head (k+1 tokens ahead): {_list(top1)} (its card)" if top1 else "-"
@@ -101,7 +109,7 @@ def _medusa(prop: Any, target_cfg: Any, target_macs: int, card: dict[str, Any]) 
 
 def _eagle(prop: Any, target_cfg: Any, target_macs: int, card: dict[str, Any]) -> Part:
     own = _count(prop.layer) or 0
-    rows = _rows(getattr(prop, "vocab", None), target_cfg) * target_cfg.hidden_size
+    rows = _rows(prop, target_cfg) * target_cfg.hidden_size
     flops = (own + rows) / target_macs
     top1 = card.get("heldout_top1_per_depth") or card.get("validation_top1_per_depth")
     text = f"top-1 agreement per depth: {_list(top1)} (its card)" if top1 else "-"
