@@ -15,7 +15,8 @@ import sys
 import time
 
 EPILOG = """views:
-  Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots
+  Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots;
+            mode "show me" drafts k tokens every step, "fastest" is auto k (drafts only where it pays)
   Chat      a conversation through the model's chat template, every reply token coloured by its fate
             (models with a chat template, e.g. smollm2-135m; --model tiny is a base model)
   Step      one verification step at a time with the verifier's record (p, q, u, verdict, residual)
