@@ -211,7 +211,9 @@ def test_step_through_shows_p_q_u_and_the_residual_of_the_step_event(browser, pa
     from specdec.serving.backend import Request
 
     prompt = "def fibonacci(n):"
-    spec = GenerateSpec(method="draft", k=4, max_new_tokens=40, sampling=SamplingParams(0.8, seed=3))
+    spec = GenerateSpec(  # a fixed k is the page's "show me" mode: no confidence stop (issue 52)
+        method="draft", k=4, max_new_tokens=40, confidence=0.0, sampling=SamplingParams(0.8, seed=3)
+    )
     events = list(backend.submit(Request(prompt, replace(spec, verifier_record=True))))  # as the page's run
     want = next(
         i

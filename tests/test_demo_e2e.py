@@ -17,8 +17,9 @@ gr = pytest.importorskip("gradio")
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
+from specdec.demo.examples import example_prompts  # noqa: E402
 from specdec.demo.handlers import Handlers  # noqa: E402
-from specdec.demo.layout import example_prompts, launch_demo  # noqa: E402
+from specdec.demo.layout import launch_demo  # noqa: E402
 from specdec.demo.runs import DemoSession  # noqa: E402
 from tests.demo_helpers import free_port, healed_greedy  # noqa: E402
 
@@ -190,12 +191,20 @@ def test_specdec_demo_prints_the_url_and_serves(tmp_path):
         text=True,
     )
     try:
-        url = None
-        for line in proc.stdout:  # models load first, then the URL is printed
-            if "http://" in line:
+        url, lines, early = None, [], None
+        for line in proc.stdout:  # models load first, each phase said (stderr), then the URL is printed
+            lines.append(line)
+            if early is None and "loading tiny" in line:  # while loading, the URL answers with the phases
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+                    early = r.read().decode()
+            if "ready: serving at http://" in line:
                 url = line[line.index("http://") :].split()[0]
                 break
         assert url == f"http://127.0.0.1:{port}/"
+        assert early is not None and "is loading the model" in early and "loading tiny" in early
+        said = "".join(lines)  # issue 52, item 5: start-up is never silent
+        for phase in ("starting", "loading", "calibrating", "serving at"):
+            assert "specdec demo [" in said and phase in said, said
         with urllib.request.urlopen(url, timeout=30) as r:
             assert r.status == 200 and "specdec" in r.read().decode()
     finally:

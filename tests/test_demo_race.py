@@ -63,8 +63,8 @@ def test_none_against_none_is_refused():
 @pytest.mark.slow
 def test_race_handler_reports_median_spread_and_streams_both_sides(backend):
     gr = pytest.importorskip("gradio")
+    from specdec.demo.examples import example_prompts
     from specdec.demo.handlers import Handlers
-    from specdec.demo.layout import example_prompts
     from specdec.demo.runs import DemoSession
 
     h, session = Handlers(backend), DemoSession()

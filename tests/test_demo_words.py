@@ -134,9 +134,9 @@ def test_small_text_defects():
 
 
 def test_example_buttons_are_named_by_what_they_show():
-    from specdec.demo.layout import example_prompts
+    from specdec.demo.examples import example_prompts
 
-    labels = [name for name, _ in example_prompts()]
+    labels = [name for name, _, _ in example_prompts()]
     rows = [json.loads(ln) for ln in (ASSETS / "prompts" / "code.jsonl").read_text().splitlines() if ln.strip()]
     files = {r["source"].split("/")[-1] for r in rows}
     assert not files & set(labels) and not any(lb.endswith(".py") for lb in labels)

@@ -99,8 +99,8 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=None, help="seed for reproducible sampling")
 
 
-def load_engine(args: argparse.Namespace):
-    """The engine the flags name, calibrated (specdec/engine/load.py)."""
+def load_engine(args: argparse.Namespace, progress=None):
+    """The engine the flags name, calibrated (specdec/engine/load.py); ``progress`` gets each phase."""
     from specdec.engine.load import engine_from_args
 
-    return engine_from_args(args)
+    return engine_from_args(args, progress)

@@ -1,17 +1,22 @@
 """Serve the browser demo: live token fates, acceptance plots, a race against the baseline, theory.
 
 Contract: ``add_arguments(parser)`` adds --host/--port and the model options; ``run(args)`` loads
-the models once (never at import), prints the URL and serves until interrupted. gradio and torch
-are imported inside ``run`` so ``specdec --help`` stays fast.
+the models once (never at import), printing each phase on stderr (loading, weight format,
+calibrating, serving at URL, with the seconds since start) and serving them meanwhile as a
+self-reloading page on the demo's address (specdec/demo/loading.py), prints the URL and serves until
+interrupted. gradio and torch are imported inside ``run`` so ``specdec --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 
 EPILOG = """views:
-  Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots
+  Generate  every token coloured by its fate (accepted, rejected, recovered, bonus), live stats and plots;
+            mode "show me" drafts k tokens every step, "fastest" is auto k (drafts only where it pays)
   Chat      a conversation through the model's chat template, every reply token coloured by its fate
             (models with a chat template, e.g. smollm2-135m; --model tiny is a base model)
   Step      one verification step at a time with the verifier's record (p, q, u, verdict, residual)
@@ -45,15 +50,29 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from specdec.cli.args import load_engine
     from specdec.cli.batch_args import check_batch_args, make_backend
+    from specdec.demo.loading import LoadingPage
     from specdec.serving.remote import backend_for
 
     check_batch_args(args)
-    backend = backend_for(args, lambda: make_backend(args, load_engine(args)))
+    start = time.monotonic()
+    loading = LoadingPage(args.host, args.port)  # the URL answers at once, with these lines
+
+    def say(text: str) -> None:  # progress on stderr, so a silent minute is never a mystery
+        line = f"[{time.monotonic() - start:5.1f} s]: {text}"
+        loading.say(line)  # first: whoever reads the printed line may open the page at once
+        print(f"specdec demo {line}", file=sys.stderr, flush=True)
+
+    say(f"starting: http://{args.host}:{args.port}/ shows this progress until the model is ready")
+    try:
+        backend = backend_for(args, lambda: make_backend(args, load_engine(args, say)))
+    finally:
+        loading.close()  # the demo binds the same port next
     from specdec.demo.layout import launch_demo
 
     where = backend.describe() if hasattr(backend, "describe") else "the embedded engine"
-    print(f"specdec demo: on {where} (methods: {', '.join(backend.methods)}); starting the server ...", flush=True)
+    say(f"on {where} (methods: {', '.join(backend.methods)}); starting the web server ...")
     demo, _ = launch_demo(backend, args.host, args.port, prevent_thread_lock=True, quiet=True)
+    say(f"ready: serving at http://{args.host}:{demo.server_port}/")
     print(f"specdec demo: open http://{args.host}:{demo.server_port}/  (Ctrl+C to stop)", flush=True)
     try:
         demo.block_thread()

@@ -11,6 +11,9 @@ Contract:
   of what was trained here for it (its ``assets`` folder), if any (issue 32, item 11).
 - ``TEACHING`` are prompts chosen to show each method's strength, with the reason; their measured
   acceptance is in docs/demo.md ("Teaching prompts").
+- ``loaded_md(info)``: what the engine runs now (specdec/demo/parts.py: every loaded draft and
+  head's layers, width, FLOPs ratio and card agreement; the target's weight format and path) and
+  what the measured cost ratio c means, in words (``wording.C_WORDS``); both About texts carry it.
 - ``about_panel(info=None)`` builds the collapsed accordion (with the teaching prompts as text to copy).
 """
 
@@ -21,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from specdec.demo import model_info as MI
+from specdec.demo.parts import parts_md
+from specdec.demo.wording import C_WORDS
 from specdec.paths import ASSETS
 
 TEACHING: list[tuple[str, str, str]] = [  # measured in docs/demo.md, "Teaching prompts"
@@ -57,6 +62,29 @@ def _millions(n: Any) -> str:
     return f"{n / 1e6:.1f} M" if isinstance(n, (int, float)) else "?"
 
 
+def _draft_row(card: dict[str, Any]) -> dict[str, str]:
+    """The draft's card in one row, whichever trainer wrote it: the tiny model's card keeps its shape
+    in ``draft_shape`` and FLOPs and held-out agreement; SmolLM2's in ``draft_layers`` /
+    ``draft_width``, its measured step cost ratio and validation agreement."""
+    opts = card.get("options", {})
+    shape = opts.get("draft_shape") or {"layers": opts.get("draft_layers"), "hidden": opts.get("draft_width")}
+    if "draft_to_target_flops" in card:
+        cost = f"{card['draft_to_target_flops']:.2f} x the target's FLOPs per token"
+    elif "c_step_ratio" in card:
+        cost = f"a draft step measured at {card['c_step_ratio']:.2f} x a target step when trained"
+    else:
+        cost = "cost: see the loaded table"
+    agree = card.get("greedy_agreement", card.get("validation_greedy_agreement"))
+    loss = card.get("heldout_loss_draft", card.get("kept_validation_loss"))
+    return {
+        "model": "draft (q)",
+        "size": f"{shape.get('layers') or '?'} layers, width {shape.get('hidden') or '?'} ({cost})",
+        "trained on": "distilled from the target (its next-token distributions or its greedy answers)",
+        "held-out loss": f"{loss:.2f}" if isinstance(loss, (int, float)) else "-",
+        "expect": f"agrees with the target's greedy token {agree:.0%} of the time" if agree is not None else "-",
+    }
+
+
 def model_rows(assets: Path = ASSETS) -> list[dict[str, str]]:
     rows = []
     target = _card(assets, "target")
@@ -74,17 +102,7 @@ def model_rows(assets: Path = ASSETS) -> list[dict[str, str]]:
         )
     draft = _card(assets, "draft")
     if draft:
-        dshape = draft.get("options", {}).get("draft_shape", {})
-        rows.append(
-            {
-                "model": "draft (q)",
-                "size": f"{dshape.get('layers', '?')} layers, width {dshape.get('hidden', '?')} "
-                f"({draft.get('draft_to_target_flops', 0):.2f} x the target's FLOPs per token)",
-                "trained on": "distilled from the target (KL to its next-token distributions)",
-                "held-out loss": f"{draft['heldout_loss_draft']:.2f}" if "heldout_loss_draft" in draft else "-",
-                "expect": f"agrees with the target's greedy token {draft.get('greedy_agreement', 0):.0%} of the time",
-            }
-        )
+        rows.append(_draft_row(draft))
     for name, label in (("medusa", "Medusa heads"), ("eagle", "EAGLE head")):
         card = _card(assets, name)
         if card:
@@ -111,12 +129,18 @@ def _table(rows: list[dict[str, str]]) -> str:
     )
 
 
+def loaded_md(info: MI.Loaded | None) -> str:
+    """What runs now, read from the loaded engine (specdec/demo/parts.py), and what c means."""
+    text = parts_md(info.engine) if info is not None else ""
+    return f"\n\n### Loaded now\n{text}\n\n{C_WORDS}" if text else ""
+
+
 def _other_md(info: MI.Loaded) -> str:
-    """A model other than the shipped tiny one: the catalogue, and the cards trained here for it."""
+    """A model other than the shipped tiny one: the catalogue, what is loaded, the cards trained here."""
     assets = info.entry.assets if info.entry is not None else None
     rows = model_rows(assets) if assets is not None and assets != ASSETS else []
-    trained = f"\n\nTrained here for it:\n\n{_table(rows)}" if rows else ""
-    return MI.model_md(info) + trained
+    trained = f"\n\nTrained here for it (their cards):\n\n{_table(rows)}" if rows else ""
+    return MI.model_md(info) + loaded_md(info) + trained
 
 
 def about_md(assets: Path = ASSETS, info: MI.Loaded | None = None) -> str:
@@ -133,7 +157,7 @@ def about_md(assets: Path = ASSETS, info: MI.Loaded | None = None) -> str:
         "target's own, not the quality of the code. "
         "A real pretrained model runs with `specdec demo --model smollm2-135m` (`specdec models` lists them), "
         "any local Hugging Face pair with `specdec demo --target DIR --draft DIR`.\n\n"
-        f"{table}\n{missing}\n\nTeaching prompts (in the example list as *teach: ...*):\n{prompts}"
+        f"{table}\n{missing}{loaded_md(info)}\n\nTeaching prompts (in the example list as *teach: ...*):\n{prompts}"
     )
 
 

@@ -8,11 +8,12 @@ legend and the inspector are the same.
 Contract: ``chat_tab(backend, info, settings, session, run_group)`` builds the tab inside the
 caller's ``gr.Tab``. When ``info.chat`` is false (a base model, or a remote backend whose template
 is not here) the tab only explains why and what to run (``unavailable_md``). Otherwise: a system
-prompt, the conversation (one stream box, specdec/demo/chat_view.py), the message, the method and
-k for this message, Send, Stop and Clear. Temperature, top-p, max new tokens and seed are the
+prompt, the conversation (one stream box, specdec/demo/chat_view.py), the message, the method,
+the mode and k for this message (specdec/demo/mode.py: "show me" drafts on every step), Send,
+Stop and Clear. Temperature, top-p, max new tokens and seed are the
 sidebar's. Send first clears the session's stop flag unqueued (like Run); Stop only sets it, so it
 ends a reply in every state; Clear stops a streaming reply and starts a new conversation. Each
-finished reply shows its method, k, tau and tokens/s and is added to the session's runs (the Teach
+finished reply shows its method, k, tau, tokens/s and what its mode cost, and is added to the session's runs (the Teach
 view's points). Bad input is a ``gr.Error`` with one line, the server keeps serving.
 """
 
@@ -22,10 +23,12 @@ from typing import Any
 
 import gradio as gr
 
-from specdec.core.config import K_MAX, ConfigError
+from specdec.core.config import ConfigError
 from specdec.core.methods import METHODS, preferred
 from specdec.demo import chat_view as V
+from specdec.demo import mode as M
 from specdec.demo import render as R
+from specdec.demo import speed as SP
 from specdec.demo import stream as ST
 from specdec.demo.handlers import RENDER_INTERVAL_S, page_error
 from specdec.demo.model_info import SHOW_ORDER, Loaded
@@ -68,7 +71,7 @@ class ChatHandlers:
             raise page_error(e) from None
         convo.busy, epoch, asked = True, convo.epoch, V.user_html(text)
         shown = convo.body() + asked
-        t = R.Transcript(greedy=spec.sampling.greedy)
+        t = R.Transcript(greedy=spec.sampling.greedy, eos_ids=R.end_ids(self.backend))
         try:
             yield self._view(convo, shown, f"{method}: sending ..."), ""
             run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S)
@@ -87,10 +90,14 @@ class ChatHandlers:
             return
         end = "stopped by you" if run.stopped_early else (t.stop or "ended")
         line = V.reply_meta(method, spec.k, t, end)
-        convo.add(text, t.text, asked + t.spans() + V.meta_html(method, spec.k, line))
+        before = [r.split for r in session.runs if r.split is not None]
+        cost = M.cost_html(method, spec.k, t, before)
+        convo.add(text, t.text, asked + t.spans() + V.meta_html(method, spec.k, line) + cost)
         s = t.stats
         if s is not None:
-            record = RunRecord(method, str(spec.k), s.alpha_tested, s.tau, s.tokens_per_s, c=R.cost_ratio(t))
+            split = SP.split(t, SP.label(method, spec.k))
+            c = R.cost_ratio(t)
+            record = RunRecord(method, str(spec.k), s.alpha_tested, s.tau, s.tokens_per_s, c=c, split=split)
             session.runs.append(record)
         yield self._view(convo, convo.body(), f"{method}: {end}"), gr.skip()
 
@@ -106,7 +113,7 @@ class ChatHandlers:
         return self._view(convo, "", "")
 
 
-def _controls(methods: tuple[str, ...]) -> tuple:
+def _controls(methods: tuple[str, ...]):
     method = gr.Dropdown(
         [(m, m) for m in methods if m in METHODS],
         value=preferred(methods, SHOW_ORDER),
@@ -114,10 +121,7 @@ def _controls(methods: tuple[str, ...]) -> tuple:
         elem_id="sd-chat-method",
         min_width=140,
     )
-    k = gr.Dropdown(
-        ["auto"] + [str(i) for i in range(1, K_MAX + 1)], value="auto", label="k", elem_id="sd-chat-k", min_width=90
-    )
-    return method, k
+    return method
 
 
 def chat_tab(backend, info: Loaded, s: dict[str, Any], session, run_group: dict[str, Any]) -> None:
@@ -139,7 +143,9 @@ def chat_tab(backend, info: Loaded, s: dict[str, Any], session, run_group: dict[
     view = ST.stream_box({"run": "chat-idle", "head": "", "prompt": "", "body": "", "status": ""}, "sd-chat")
     with gr.Row(equal_height=False):
         message = gr.Textbox(label="your message (Enter sends)", lines=1, max_lines=6, scale=4, elem_id="sd-chat-msg")
-        method, k = _controls(tuple(backend.methods))
+        method = _controls(tuple(backend.methods))
+    with gr.Row(equal_height=False):
+        _, k = M.mode_controls("sd-chat", "k")
     with gr.Row():
         send = gr.Button("Send", variant="primary", elem_id="sd-chat-send")
         stop = gr.Button("Stop", variant="stop", elem_id="sd-chat-stop")

@@ -3,7 +3,9 @@
 Contract: ``Handlers(backend)`` holds the one process-wide ``specdec.serving.backend.Backend`` and nothing
 per user; every per-user value arrives as an argument (the session's ``DemoSession`` from
 ``gr.State``). Each run is one request to the backend (``demo_runs.Run``: cancelled on Stop or
-when gradio closes the handler). Bad settings
+when gradio closes the handler). ``generate(..., as_chat=True)`` sends the prompt as one user
+message through the model's chat template (the Chat tab's rendering); a plain-text run on a chat
+model that ends at once says to do that. Bad settings
 raise ``gr.Error`` with the engine's ConfigError message, so the page shows it and the server
 keeps serving. ``api_generate`` is the ``/generate`` endpoint: it streams ``api_payload`` dicts.
 """
@@ -20,6 +22,7 @@ import gradio as gr
 
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams
 from specdec.demo import charts as C
+from specdec.demo import mode as M
 from specdec.demo import race as RC
 from specdec.demo import render as R
 from specdec.demo import speed as SP
@@ -27,7 +30,8 @@ from specdec.demo import stats as S
 from specdec.demo import stream as ST
 from specdec.demo import teach as T
 from specdec.demo.runs import DemoSession, Run, RunRecord, check_prompt, make_spec, run_to_end
-from specdec.demo.wording import plural
+from specdec.demo.wording import c_sentence, plural
+from specdec.engine.chat import ChatError, has_template, render
 from specdec.serving.backend import Busy
 
 RENDER_INTERVAL_S = 0.25  # at most 4 page updates a second: a 512-token run keeps the page responsive
@@ -50,11 +54,14 @@ _page_error = page_error
 class Handlers:
     def __init__(self, backend) -> None:
         self.backend = backend
+        self.eos = R.end_ids(backend)  # drawn as a visible end mark in every stream
+        self.tokenizer = getattr(getattr(backend, "engine", None), "tokenizer", None)  # its chat template
 
     # -- Generate ------------------------------------------------------------------------------
     def _views(self, t: R.Transcript, status: str, spec: GenerateSpec, run: str, before=()) -> tuple:
         """The Generate view's outputs: the stream (appended to in the page, specdec/demo/stream.py), the
-        live numbers (the steady tokens/s and where the time goes, specdec/demo/speed.py), and the
+        live numbers (the steady tokens/s, what the mode cost, specdec/demo/mode.py, and where the time
+        goes, specdec/demo/speed.py), and the
         charts (small inline SVG, specdec/demo/charts.py). ``before``: this session's earlier splits."""
         note = S.method_note(spec.method, spec.k, spec.confidence, t) + S.position_counts(t.stats)
         rate, split = SP.steady_rate(t), SP.split(t, SP.label(spec.method, spec.k))
@@ -62,7 +69,8 @@ class Handlers:
         spread = f"({rate.low:.1f}-{rate.high:.1f}); whole run {whole}" if rate else ""
         speed = SP.speed_html(split, list(before))
         cards = R.stats_html(t.stats, f"{rate.median:.1f}" if rate else None, spread)
-        return ST.stream_value(t, status, run), cards + speed + note, C.charts_html(t)
+        cost = M.cost_html(spec.method, spec.k, t, list(before))
+        return ST.stream_value(t, status, run), cards + cost + speed + note, C.charts_html(t)
 
     def generate(
         self,
@@ -74,16 +82,19 @@ class Handlers:
         max_new_tokens: Any,
         seed: Any,
         session: DemoSession,
+        as_chat: bool = False,
     ) -> Iterator[tuple]:
         try:
             spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
             prompt = check_prompt(prompt)
-        except ConfigError as e:
+            if as_chat:  # a question: the model's chat template, the reply's turn open (as the Chat tab)
+                prompt = render(self.tokenizer, [{"role": "user", "content": prompt}])
+        except (ConfigError, ChatError) as e:
             raise _page_error(e) from None
-        t, name = R.Transcript(prompt=prompt, greedy=spec.sampling.greedy), ST.new_run()
+        t, name = R.Transcript(prompt=prompt, greedy=spec.sampling.greedy, eos_ids=self.eos), ST.new_run()
         before = [r.split for r in session.runs if r.split is not None]
         yield self._views(t, f"running {method} ...", spec, name, before)
-        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S, heal=True)
+        run = Run(self.backend, prompt, spec, session.stop, min_interval_s=RENDER_INTERVAL_S, heal=not as_chat)
         try:
             for batch in run.batches():
                 t.extend(batch)
@@ -108,7 +119,19 @@ class Handlers:
         )
         end = "stopped by you" if run.stopped_early else f"done ({t.stop})"
         healed = f"; healed: the model's first token spells the prompt's last {run.healed!r}" if run.healed else ""
-        yield self._views(t, f"{method}: {end}; {plural(len(t.token_ids), 'token')}{healed}", spec, name, before)
+        hint = self._ended_at_once(t, as_chat)
+        status = f"{method}: {end}; {plural(len(t.token_ids), 'token')}{healed}{hint}"
+        yield self._views(t, status, spec, name, before)
+
+    def _ended_at_once(self, t: R.Transcript, as_chat: bool) -> str:
+        """A question typed as plain text into a chat model ends at once (its first token is the end
+        of text): say what to do instead."""
+        if as_chat or t.stop != "eos" or len(t.token_ids) > 3 or not (self.tokenizer and has_template(self.tokenizer)):
+            return ""
+        return (
+            ". The model ended at once: a question to a chat model needs its chat template. Tick "
+            "'send as a chat message' in the sidebar, or ask it in the Chat tab"
+        )
 
     def stop(self, session: DemoSession) -> None:
         session.stop.set()
@@ -133,11 +156,11 @@ class Handlers:
         "position", "p", "q"}], "text", "tokens", "stats", "step", "stop", "done"} with all pieces so
         far; the last one has done = true."""
         try:
-            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed)
+            spec = make_spec(self.backend, method, k, temperature, top_p, max_new_tokens, seed, page=False)
             prompt = check_prompt(prompt)
         except (ConfigError, TypeError) as e:
             raise page_error(e) from None
-        t = R.Transcript(prompt=prompt)
+        t = R.Transcript(prompt=prompt, eos_ids=self.eos)
         try:
             for batch in Run(self.backend, prompt, spec, heal=True).batches():
                 t.extend(batch)
@@ -174,7 +197,7 @@ class Handlers:
         label = f"{method}, k={spec.k}"
         tps: dict[str, list[float]] = {"base": [], "method": []}
         greedy = spec.sampling.greedy
-        live = {side: R.Transcript(prompt=prompt, greedy=greedy) for side in ("base", "method")}
+        live = {side: R.Transcript(prompt=prompt, greedy=greedy, eos_ids=self.eos) for side in ("base", "method")}
         names = {"base": ST.new_run(), "method": ST.new_run()}  # a new stream per run of a side
         done: dict[str, R.Transcript] = {}
         repeats = max(1, min(RC.MAX_REPEATS, int(repeats or RC.DEFAULT_REPEATS)))
@@ -185,7 +208,7 @@ class Handlers:
         for r, side in RC.race_plan(repeats):
             if session.stop.is_set():
                 break
-            t = live[side] = R.Transcript(prompt=prompt, greedy=greedy)
+            t = live[side] = R.Transcript(prompt=prompt, greedy=greedy, eos_ids=self.eos)
             names[side] = ST.new_run()
             run = Run(
                 self.backend, prompt, base if side == "base" else spec, session.stop, min_interval_s=0.1, heal=True
@@ -237,7 +260,7 @@ class Handlers:
         session.runs.append(
             RunRecord(spec.method, str(spec.k), s.alpha_tested, s.tau, statistics.median(tps["method"]), sm.median, c)
         )
-        c_txt = f" Measured c ~ {c:.2f}." if c is not None else ""
+        c_txt = f" {c_sentence(c)}" if c is not None else ""
         why = SP.above_tau_note(sm.median, SP.split(b, "none"), SP.split(m, SP.label(spec.method, spec.k)))
         return (
             f"{sm.sentence()} Tokens/s on the engine's clock (prefill and steps, not the page), sides "

@@ -18,30 +18,28 @@ between steps, or before it starts.
 
 from __future__ import annotations
 
-import json
-
 import gradio as gr
 
 from specdec.core.config import K_MAX
 from specdec.core.methods import METHODS, preferred
 from specdec.demo import charts as C
 from specdec.demo import docs as D
+from specdec.demo import mode as M
 from specdec.demo import model_info as MI
 from specdec.demo import page as PAGE
 from specdec.demo import race as RC
 from specdec.demo import render as R
 from specdec.demo import stats as S
 from specdec.demo import stream as ST
-from specdec.demo import wording as W
-from specdec.demo.about import TEACHING, about_panel
+from specdec.demo.about import about_panel
 from specdec.demo.backend import backend_note
 from specdec.demo.chat_tab import chat_tab
 from specdec.demo.concurrency import concurrency_html
+from specdec.demo.examples import example_prompts
 from specdec.demo.handlers import Handlers
 from specdec.demo.runs import DemoSession
 from specdec.demo.step_tab import step_tab
 from specdec.demo.teach import PROOF_MD
-from specdec.paths import ASSETS
 
 INTRO = """## specdec: exact speculative decoding, live
 A **draft** (or the context itself) proposes tokens; the **target** checks them all in one forward pass; rejection
@@ -49,22 +47,8 @@ sampling keeps the output distributed exactly as the target's. Every token arriv
 click or tap a token (or Tab to it and press Enter) for its step, draft position, p and q."""
 GENERATE = {"concurrency_limit": 32, "concurrency_id": "generate"}  # waits in the backend's queue
 RACE = {"concurrency_limit": 1, "concurrency_id": "race"}
+C_MAX = 3.0  # Teach's c slider: a measured c above 1 (a costly draft beside a 4-bit target) fits
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
-
-
-DEFAULT_SOURCE = "transformers/models/pi0/processing_pi0.py"  # every fate shows up here at temperature 0
-
-
-def example_prompts() -> list[tuple[str, str]]:
-    """(label, prompt) pairs from the shipped prompt set, the default first, each named by what it
-    shows (wording.example_label), not by its file."""
-    path = ASSETS / "prompts" / "code.jsonl"
-    if not path.exists():
-        return [("fibonacci", "def fibonacci(n):\n")]
-    rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    rows.sort(key=lambda r: r.get("source") != DEFAULT_SOURCE)
-    shipped = [(W.example_label(r.get("source", ""), r["prompt"]), r["prompt"]) for r in rows]
-    return shipped[:1] + [(f"teach: {name}", text) for name, text, _ in TEACHING] + shipped[1:]
 
 
 def _settings(backend, info: MI.Loaded) -> dict[str, gr.components.Component]:
@@ -78,19 +62,20 @@ def _settings(backend, info: MI.Loaded) -> dict[str, gr.components.Component]:
     missing = MI.unavailable_md(info)
     if missing:
         gr.Markdown(missing, elem_id="sd-missing-methods")
-    with gr.Row():
-        k = gr.Dropdown(
-            ["auto"] + [str(i) for i in range(1, K_MAX + 1)],
-            value="auto",
-            label="k (draft tokens; tree nodes for medusa, eagle)",
-            elem_id="sd-k",
-            min_width=120,
-        )
-        seed = gr.Number(value=0, precision=0, label="seed", min_width=80, elem_id="sd-seed")
+    mode, k = M.mode_controls("sd")
+    seed = gr.Number(value=0, precision=0, label="seed", min_width=80, elem_id="sd-seed")
     temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="sd-temperature")
     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
     max_new = gr.Slider(1, backend.limits.context, value=96, step=1, label="max new tokens", elem_id="sd-max-new")
-    return {"method": method, "k": k, "temperature": temperature, "top_p": top_p, "max_new": max_new, "seed": seed}
+    return {
+        "method": method,
+        "mode": mode,
+        "k": k,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new": max_new,
+        "seed": seed,
+    }
 
 
 def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
@@ -104,7 +89,7 @@ def _generate_tab(h: Handlers, prompt, s: dict, session) -> None:
         with gr.Column(scale=2, min_width=280):
             stats = gr.HTML(R.stats_html(None) + S.position_counts(None), elem_id="sd-stats", js_on_load=None)
     charts = gr.HTML(C.charts_html(R.Transcript()), elem_id="sd-charts")  # inline SVG: cheap to redraw
-    inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session]
+    inputs = [prompt, s["method"], s["k"], s["temperature"], s["top_p"], s["max_new"], s["seed"], session, s["as_chat"]]
     run.click(h.arm, [session], None, queue=False, api_visibility="private").then(
         h.generate,
         inputs,
@@ -166,13 +151,13 @@ def _teach_tab(h: Handlers, session, info: MI.Loaded) -> tuple:
         "speedup = (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))\n"
         "alpha = accepted / tested (the probability a tested draft token is accepted; not the Generate "
         "view's acceptance rate, accepted / drafted); k: draft tokens per step; "
-        "c: cost of a draft forward / a target forward. "
+        "c: cost of a draft forward / a target forward (above 1 speculation cannot pay; the Race measures it). "
         "Your Generate runs appear as orange points (tau), your races as red diamonds (speedup)."
     )
     with gr.Row():
         a = gr.Slider(0.0, 0.99, value=0.7, step=0.01, label="alpha = accepted / tested")
         k = gr.Slider(1, K_MAX, value=4, step=1, label="k")
-        c = gr.Slider(0.0, 1.0, value=0.1, step=0.01, label="c")
+        c = gr.Slider(0.0, C_MAX, value=0.1, step=0.01, label="c (cost ratio)")
     figure = gr.Plot(elem_id="sd-theory-plot")
     numbers = gr.Markdown()
     for slider in (a, k, c):
@@ -183,8 +168,8 @@ def _teach_tab(h: Handlers, session, info: MI.Loaded) -> tuple:
             p_text = gr.Textbox("5, 3, 1, 1, 0", label="target p (weights, one per token)")
             q_text = gr.Textbox("1, 1, 3, 3, 2", label="draft q (weights, same vocabulary)")
             with gr.Row():
-                n = gr.Slider(100, 30000, value=10000, step=100, label="draws")
-                seed = gr.Number(0, precision=0, label="seed")
+                n = gr.Slider(100, 30000, value=10000, step=100, label="draws", min_width=240)  # room for "30000"
+                seed = gr.Number(0, precision=0, label="seed", min_width=100)
             draw = gr.Button("Draw through the verifier", variant="primary", elem_id="sd-mc")
             gr.Markdown(PROOF_MD)
         with gr.Column(scale=3):
@@ -213,15 +198,24 @@ def build_demo(backend) -> gr.Blocks:
     with gr.Blocks(title="specdec demo") as demo:
         session = gr.State(DemoSession())
         with gr.Sidebar(label="prompt and settings", open=True, width=400, elem_id="sd-sidebar"):
-            examples = example_prompts()
+            examples = example_prompts(info)
             prompt = gr.Textbox(label="prompt", lines=6, max_lines=14, value=examples[0][1], elem_id="sd-prompt")
+            as_chat = gr.Checkbox(
+                examples[0][2],
+                label="send as a chat message (the model's chat template: a question needs it)",
+                visible=info.chat,
+                elem_id="sd-as-chat",
+            )
             settings = _settings(backend, info)
+            settings["as_chat"] = as_chat
             gr.Examples(
-                [[p] for _, p in examples],
-                inputs=[prompt],
-                example_labels=[name for name, _ in examples],
+                [[p, chat] for _, p, chat in examples],
+                inputs=[prompt, as_chat],
+                example_labels=[name for name, _, _ in examples],
                 examples_per_page=6,
-                label="example prompts (the shipped code set)",
+                label="example prompts (chat and prose first, then the shipped code set)"
+                if info.chat
+                else "example prompts (the shipped code set)",
             )
         gr.Markdown(f"{INTRO}\n{MI.intro_line(info)}", elem_id="sd-intro")
         gr.Markdown(backend_note(backend), elem_id="sd-backend")

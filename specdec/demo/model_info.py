@@ -10,18 +10,20 @@ Contract:
   a custom folder or a remote server), ``tiny`` (the entry "tiny", or the shipped target folder
   loaded without ``--model``, as the tests' engine is), the engine's tokenizer (None on a remote
   backend), ``chat`` (that tokenizer has a chat template; specdec/engine/chat.py), the methods
-  offered and the parameter count of the target as loaded.
+  offered, the parameter count of the target as loaded and the engine itself (``engine``; what
+  specdec/demo/parts.py reads the loaded drafts, heads and weight format from).
 - ``unavailable(info) -> {method: reason}``: every registry method the backend does not offer,
   with why and the command that adds it (``TRAIN``).
 - ``title_line(info)``: one Markdown line naming the model: title, parameters, licence.
 - ``intro_line(info)``: the page's one-line description of the model under its title.
 - ``SHOW_ORDER``: the method the page's menus start with, the first of these the model offers.
-- ``model_md(info)``: the About text for a model other than tiny, from the catalogue.
+- ``model_md(info)``: the About text for a model other than tiny, from the catalogue (its note on
+  the files as the catalogue's; what runs is specdec/demo/parts.py's, from the engine).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ class Loaded:
     methods: tuple[str, ...]
     parameters: int | None = None
     remote: bool = False
+    engine: Any = field(default=None, compare=False, repr=False)  # the loaded engine (None: remote)
 
     @property
     def chat(self) -> bool:
@@ -84,7 +87,7 @@ def loaded(backend) -> Loaded:
     if name == "custom" and path:
         name = Path(str(path)).name
     tiny = entry is not None and entry.name == "tiny"
-    return Loaded(name, entry, tiny, engine.tokenizer, methods, _parameters(engine))
+    return Loaded(name, entry, tiny, engine.tokenizer, methods, _parameters(engine), engine=engine)
 
 
 def _size(n: int | None) -> str:
@@ -154,7 +157,7 @@ def model_md(info: Loaded) -> str:
         lines.append(f"- chat template: {'yes' if info.chat else 'no (a base model: completion only)'}")
         lines.append(f"- fill-in-the-middle tokens: {'yes' if e.fim else 'no'}")
         if e.notes:
-            lines.append(f"- {e.notes}")
+            lines.append(f"- the catalogue's note on its files: {e.notes}")
         if e.draft is not None:
             d = known.get(e.draft)
             lines.append(f"- draft model: {d.title}, {d.params} parameters, licence {d.licence}")

@@ -4,6 +4,8 @@ Contract:
 - ``CSS``: token spans in monospace without padding that breaks words, the note on missing methods
   in small type, the prompt box in monospace, the token inspector, the step-through table (its
   panel may shrink below the table's width, and the table then scrolls sideways in its own box),
+  the step-through panel at least as wide as its table where the row has room (so the verdict
+  column shows at 1280x720 without scrolling; the row wraps the panel under the stream otherwise),
   and a phone layout (narrow screens: plots full width, titles that wrap instead of overlapping,
   the dropdown's arrow clear of the method name).
 - ``HEAD``: one delegated script, the token inspector. Click or tap a token (``span.sd-tok``), or
@@ -25,6 +27,8 @@ CSS = (
 .sd-tok:focus { outline: 2px solid #7c3aed; outline-offset: 0; }
 .sd-stream { font-variant-ligatures: none; }
 #sd-step-stream, #sd-step-panel { min-width: 0 !important; max-width: 100%; }
+#sd-step-stream { flex: 1 1 300px !important; }
+#sd-step-panel { flex: 1 1 470px !important; }
 .sd-record-wrap { overflow-x: auto; max-width: 100%; }
 .sd-record td { padding: 2px 6px; vertical-align: top; }
 .sd-record .sd-verdict { display: inline-block; }

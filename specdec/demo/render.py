@@ -4,7 +4,9 @@ Contract: the engine decides every token's fate; this module only styles it.
 - ``piece_span(piece)`` is one ``<span class="sd-tok sd-KIND" data-kind=KIND data-info=...>`` per
   token, coloured by kind through ``kind_css()`` (accepted green, rejected red and struck through,
   recovered orange, bonus blue, plain neutral); ``data-info`` gives the step, the draft position
-  and p and q where known (the page's inspector shows it on click, tap or Enter).
+  and p and q where known (the page's inspector shows it on click, tap or Enter). The model's
+  end-of-text token (``Transcript.eos_ids``, from ``end_ids(backend)``) is drawn as ``END_MARK``
+  in its fate's colour, with a title that explains it.
 - ``Transcript`` accumulates a run's events; ``transcript_html`` renders it, ``stats_summary`` /
   ``stats_html`` the live numbers, and ``alpha_frame`` the running acceptance rate (the other
   plot frames are in ``demo_stats``).
@@ -40,6 +42,8 @@ KIND_HELP: dict[str, str] = {
     "plain": "ordinary decoding step (nothing drafted)",
 }
 SPAN_BASE = "border-radius:2px"
+END_MARK = "\u220e"  # the end-of-text token, which has no text of its own
+END_HELP = "end of text: the model chose to stop here (its end-of-text / end-of-turn token, no text of its own)"
 BOX_STYLE = (
     "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.55;"
     "white-space:pre-wrap;word-break:break-word;padding:8px;border:1px solid #d0d7de;"
@@ -77,14 +81,30 @@ def visible_text(piece: Piece) -> str:
     return "".join(out) or "\u2205"
 
 
-def piece_span(piece: Piece, greedy: bool = False, argmax: str | None = None) -> str:
+def piece_span(piece: Piece, greedy: bool = False, argmax: str | None = None, end: bool = False) -> str:
     """Small on purpose (a 512-token run re-renders ~500 of them a few times a second): colours come
     from the page's stylesheet (``kind_css``, class ``sd-KIND``), ``data-info`` feeds the inspector
-    of specdec/demo/page.py, and ``tabindex`` makes the token reachable by keyboard."""
+    of specdec/demo/page.py, and ``tabindex`` makes the token reachable by keyboard. ``end``: the
+    token is the model's end of text (or end of turn), drawn as ``END_MARK`` with a title saying so
+    (it has no text of its own, so it would be invisible)."""
+    info = piece_tooltip(piece, greedy, argmax)
+    if end:
+        info = f"{END_HELP} | {info}"
+        return (
+            f'<span class="sd-tok sd-{piece.kind} sd-end" data-kind="{piece.kind}" data-step="{piece.step}" '
+            f'data-end="true" tabindex="0" title="{html.escape(END_HELP)}" data-info="{html.escape(info)}">'
+            f"{END_MARK}</span>"
+        )
     return (
         f'<span class="sd-tok sd-{piece.kind}" data-kind="{piece.kind}" data-step="{piece.step}" tabindex="0" '
-        f'data-info="{html.escape(piece_tooltip(piece, greedy, argmax))}">{html.escape(visible_text(piece))}</span>'
+        f'data-info="{html.escape(info)}">{html.escape(visible_text(piece))}</span>'
     )
+
+
+def end_ids(backend) -> frozenset[int]:
+    """The token ids that end a generation on this backend's model (the engine's ``eos_ids``;
+    empty where the backend runs elsewhere and does not say)."""
+    return frozenset(getattr(getattr(backend, "engine", None), "eos_ids", None) or ())
 
 
 def kind_css() -> str:
@@ -136,12 +156,15 @@ class Transcript:
     timings_ms: dict[str, float] = field(default_factory=lambda: {"propose": 0.0, "score": 0.0, "verify": 0.0})
     batch_rows: int | None = None  # requests that shared the last step's forward (a batching backend)
     greedy: bool = False  # temperature 0: p and q are said as the argmax rule (wording.pq_text)
+    eos_ids: frozenset[int] = frozenset()  # the model's end-of-text ids (end_ids): drawn as END_MARK
     _spans: list[str] = field(default_factory=list, repr=False, compare=False)  # piece_span of each piece
 
     def add(self, event: StepEvent) -> None:
         self.pieces.extend(event.pieces)
         argmax = step_argmax(event.pieces) if self.greedy else {}
-        self._spans.extend(piece_span(pc, self.greedy, argmax.get(pc.position)) for pc in event.pieces)
+        self._spans.extend(
+            piece_span(pc, self.greedy, argmax.get(pc.position), pc.token_id in self.eos_ids) for pc in event.pieces
+        )
         self.steps.append(
             StepRecord(
                 event.step,
@@ -168,7 +191,7 @@ class Transcript:
     def spans(self) -> str:
         """Every piece's ``piece_span`` in order, rendered once per piece (as it arrived)."""
         if len(self._spans) != len(self.pieces):  # pieces set by hand, not through add()
-            self._spans = [piece_span(pc, self.greedy) for pc in self.pieces]
+            self._spans = [piece_span(pc, self.greedy, None, pc.token_id in self.eos_ids) for pc in self.pieces]
         return "".join(self._spans)
 
     @property

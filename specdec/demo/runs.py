@@ -3,7 +3,9 @@
 Contract:
 - ``make_spec(backend, method, k, temperature, top_p, max_new_tokens, seed)`` returns a
   ``GenerateSpec`` or raises ``ConfigError`` with a message fit for the page (ranges checked
-  against this backend: its methods, its context window).
+  against this backend: its methods, its context window). A fixed k is the page's "show me" mode
+  (specdec/demo/mode.py): the draft model's confidence stop is off, so it drafts k tokens a step;
+  ``page=False`` (the ``/generate`` API) keeps the engine's default confidence.
 - ``Run(backend, prompt, spec, stop, heal=...)`` with ``heal`` backs a typed prompt off to the last
   token boundary the model knows (``specdec.core.healing.split_prompt``: a trailing partial word,
   punctuation, or whitespace with a newline) and asks for a continuation that spells it first
@@ -32,6 +34,7 @@ from typing import Any
 
 from specdec.core.config import ConfigError, GenerateSpec, SamplingParams, parse_k
 from specdec.core.events import StepEvent
+from specdec.demo.mode import confidence_for
 from specdec.serving.backend import Request
 
 
@@ -68,7 +71,7 @@ def _to_int(x: Any) -> Any:
 
 
 def make_spec(
-    backend, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any, seed: Any
+    backend, method: str, k: Any, temperature: float, top_p: float, max_new_tokens: Any, seed: Any, page: bool = True
 ) -> GenerateSpec:
     if method not in backend.methods:
         raise ConfigError(f"method {method!r} is not available here; choose one of: {', '.join(backend.methods)}")
@@ -80,7 +83,9 @@ def make_spec(
         )
     seed = None if seed is None or seed == "" else _to_int(seed)
     sampling = SamplingParams(temperature=temperature, top_p=top_p, seed=seed)
-    return GenerateSpec(method=method, k=parse_k(k), max_new_tokens=max_new_tokens, sampling=sampling)
+    k = parse_k(k)
+    conf = confidence_for(k) if page else GenerateSpec.confidence  # a fixed k on the page is "show me"
+    return GenerateSpec(method=method, k=k, max_new_tokens=max_new_tokens, sampling=sampling, confidence=conf)
 
 
 def check_prompt(prompt: Any) -> str:

@@ -47,6 +47,7 @@ class Walk:
     events: list[StepEvent] = field(default_factory=list)
     at: int = -1  # index of the step shown; -1 before the first
     greedy: bool = False  # temperature 0: the table says the argmax rule, not p = 0 and q = 1
+    eos_ids: frozenset[int] = frozenset()  # the model's end-of-text ids: drawn as render.END_MARK
 
     @property
     def done(self) -> bool:
@@ -192,7 +193,7 @@ def panel_html(event: StepEvent | None, greedy: bool = False) -> str:
 
 
 def walk_html(walk: Walk, prompt: str) -> str:
-    t = R.Transcript(prompt=prompt, greedy=walk.greedy).extend(walk.events[: walk.at + 1])
+    t = R.Transcript(prompt=prompt, greedy=walk.greedy, eos_ids=walk.eos_ids).extend(walk.events[: walk.at + 1])
     cur = walk.current.step if walk.current else None
     status = f"step {walk.at + 1} of {len(walk.events)}" + (" (the end)" if walk.done else "") if walk.events else ""
     out = R.transcript_html(t, status)

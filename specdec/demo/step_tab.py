@@ -15,6 +15,8 @@ from typing import Any
 import gradio as gr
 
 from specdec.core.config import ConfigError
+from specdec.demo import mode as M
+from specdec.demo import render as R
 from specdec.demo import step as ST
 from specdec.demo.handlers import page_error
 from specdec.demo.runs import DemoSession, Run, check_prompt, make_spec
@@ -28,6 +30,9 @@ class StepHandlers:
     def _views(self, session: DemoSession, note: str = "") -> tuple[str, str]:
         walk = session.walk or ST.Walk()
         prompt = getattr(session, "walk_prompt", "")
+        spec = getattr(session, "walk_spec", None)
+        if spec is not None and walk.current is not None:  # what this run's mode cost (specdec/demo/mode.py)
+            note += M.cost_html(spec.method, spec.k, R.Transcript().extend(walk.events))
         return ST.walk_html(walk, prompt) + note, ST.panel_html(walk.current, walk.greedy)
 
     def start(self, prompt, method, k, temperature, top_p, max_new_tokens, seed, session: DemoSession):
@@ -36,7 +41,11 @@ class StepHandlers:
             prompt = check_prompt(prompt)
         except ConfigError as e:
             raise page_error(e) from None
-        session.walk, session.walk_prompt = ST.Walk(greedy=spec.sampling.greedy), prompt
+        session.walk, session.walk_prompt = (
+            ST.Walk(greedy=spec.sampling.greedy, eos_ids=R.end_ids(self.backend)),
+            prompt,
+        )
+        session.walk_spec = spec
         yield self._views(session, "<p>decoding with the verifier's record ...</p>")
         try:
             for batch in Run(self.backend, prompt, spec, session.stop).batches():
@@ -74,7 +83,8 @@ def step_tab(backend, prompt, s: dict[str, Any], session, run_group: dict[str, A
         "(tested or not), p(x) and q(x), the acceptance probability min(1, p/q), the uniform u the "
         "verifier drew, the verdict, and after a rejection the residual norm(max(p - q, 0)) it sampled "
         "from. These are the engine's own numbers from the step event, not a recomputation. "
-        "Try temperature 0.8 with the draft model to see draws and residuals."
+        "Try temperature 0.8 with the draft model to see draws and residuals; the sidebar's mode "
+        "**show me** drafts k tokens on every step (fastest lets auto k skip steps where drafting does not pay)."
     )
     with gr.Row():
         start = gr.Button("Start", variant="primary", elem_id="sd-step-start", scale=1)

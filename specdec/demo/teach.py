@@ -87,7 +87,8 @@ def _grid(n: int = 101) -> list[float]:
 
 def theory_figure(alpha: float, k: int, c: float, runs: list[RunRecord]) -> go.Figure:
     xs = _grid()
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per target forward (tau)", "walltime speedup"))
+    # short, two-line titles: on a phone each half of the figure is ~140 px wide (issue 52, item 4)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tau: tokens per<br>target forward", "walltime<br>speedup"))
     fig.add_trace(
         go.Scatter(
             x=xs, y=[expected_tokens(a, k) for a in xs], mode="lines", name=f"theory, k={k}", line={"color": "#2563eb"}
@@ -161,8 +162,9 @@ def theory_figure(alpha: float, k: int, c: float, runs: list[RunRecord]) -> go.F
             row=1,
             col=2,
         )
-    fig.update_xaxes(title_text="alpha = accepted / tested", range=[0, 1])
-    fig.update_layout(height=380, margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(title_text="alpha", range=[0, 1])  # alpha = accepted / tested, said above the plot
+    fig.update_annotations(font_size=13)
+    fig.update_layout(height=400, margin={"l": 40, "r": 10, "t": 56, "b": 40}, legend={"orientation": "h", "y": -0.25})
     return fig
 
 
@@ -241,7 +243,7 @@ def mc_figure(state: McState, p: list[float], q: list[float]) -> go.Figure:
         rows=1,
         cols=2,
         column_widths=[0.6, 0.4],
-        subplot_titles=(f"emitted tokens after {state.n} draws", "distance to p"),
+        subplot_titles=(f"emitted tokens<br>after {state.n} draws", "distance<br>to p"),
     )
     acc, res = state.split()
     band = [1.96 * (pi * (1 - pi) / state.n) ** 0.5 if state.n else 0.0 for pi in p]  # 95% band of 1/sqrt(n)
@@ -293,10 +295,11 @@ def mc_figure(state: McState, p: list[float], q: list[float]) -> go.Figure:
         )
     fig.update_xaxes(type="log", title_text="draws n", row=1, col=2)
     fig.update_yaxes(title_text="probability", row=1, col=1)
+    fig.update_annotations(font_size=13)
     fig.update_layout(
         barmode="stack",
-        height=360,
-        margin={"l": 40, "r": 10, "t": 40, "b": 40},
+        height=380,
+        margin={"l": 40, "r": 10, "t": 56, "b": 40},
         legend={"orientation": "h", "y": -0.25},
     )
     return fig

@@ -1,6 +1,8 @@
 """Words the demo shows beside the numbers (pure functions, no gradio, no torch).
 
 Contract:
+- ``C_WORDS``: what the cost ratio c is and what its size means, in words (About, Race, Teach).
+- ``c_sentence(c)``: the Race's measured c in one sentence.
 - ``plural(n, word)``: "1 token", "2 tokens".
 - ``range_text(lo, hi)``: "8" when lo == hi, else "0 to 8".
 - ``pq_text(kind, p, q, greedy, argmax)``: how a token's p and q read in the inspector. At
@@ -19,12 +21,37 @@ import json
 import re
 
 SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("\u220e", "the end-of-text token (in its fate's colour)"),
     ("\u23ce", "a newline in a rejected token"),
     ("\u2423", "one space in a rejected token; \u24237 = seven spaces (indentation)"),
     ("\u21e5", "a tab in a rejected token"),
     ("\u2205", "a rejected token with no text of its own (a special token, e.g. end of text)"),
     ("\u2026", "earlier prompt lines, hidden (the last 4 are shown)"),
 )
+
+
+C_WORDS = (
+    "**c, the cost ratio** (the Race's *measured c*, the Teach view's slider): the time to draft one token "
+    "over the time of one target forward, measured in the run (the draft's milliseconds per drafted token / "
+    "the verify forward's milliseconds per step). c = 0.1 means ten drafted tokens cost one target forward. "
+    "At c = 1 a drafted token costs as much as the forward it might save: speculation at best breaks even "
+    "(every token accepted); above 1 (e.g. a full-precision draft beside a 4-bit target, or a tree built "
+    "token by token) it always loses, whatever the acceptance: plot it in Teach, whose slider goes to 3."
+)
+
+
+def c_sentence(c: float) -> str:
+    """The Race's measured c, in words."""
+    if c >= 1:
+        verdict = "more than the forward it may save, so speculation cannot pay with this cost"
+    elif c >= 0.5:
+        verdict = "a large share of a forward: only a high acceptance pays"
+    else:
+        verdict = "a small share of a forward"
+    return (
+        f"Measured c ~ {c:.2f}: drafting one token took {c:.2f} times as long as one target forward, "
+        f"{verdict} (About the models explains c; set it in Teach)."
+    )
 
 
 def plural(n: int, word: str) -> str:

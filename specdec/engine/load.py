@@ -6,7 +6,8 @@ target), then calibrates when ``calibration`` names a mode ("auto" by default he
 whoever calls this asked for a ready-to-run engine; ``Engine(...)`` itself never calibrates).
 ``engine_from_args(ns)`` does the same from the parsed flags every command shares (``--model``,
 ``--target``, ``--draft``, ``--no-draft``, ``--device``, ``--dtype``, ``--weights``,
-``--recalibrate``; specdec/cli/args.py declares them): the catalogue turns them into folders
+``--recalibrate``; specdec/cli/args.py declares them; ``progress``, if given, is called with one
+line per phase: resolving, loading, weight format, calibrating): the catalogue turns them into folders
 (specdec/catalog/resolve.py) and the engine keeps that choice as ``engine.source``, its one record
 of what it runs (``engine.model``, the catalogue entry front ends describe, and ``engine.model_name``
 read it). The target's weight format is set before the rest of
@@ -35,7 +36,9 @@ def load_engine(
     )
 
 
-def engine_from_args(args) -> Engine:
+def engine_from_args(args, progress=None) -> Engine:
+    say = progress or (lambda _text: None)  # a front end's progress line (``specdec demo``: stderr)
+    say("resolving the model (a GGUF given by path is converted once, about a minute) ...")
     choice = resolve(
         getattr(args, "model", None),
         args.target,
@@ -50,9 +53,12 @@ def engine_from_args(args) -> Engine:
         # e.g. the Qwen pair in bf16 where its weights stay floating point: fp32 would double the
         # bytes a step reads; the 4-bit formats are made from float32 weights (models/quant.py)
         dtype = choice.model.extra.get("dtype", dtype)
+    say(f"loading {choice.name} from {choice.target} ...")
     engine = load_engine(choice.target, choice.draft, args.device, dtype, None, heads=choice.heads)
     engine.source = choice  # engine.model, engine.model_name and what vLLM's rows export read it
+    say(f"choosing the weight format ({weights}; timed once per machine, then cached) ...")
     draft_weights(engine, choice, choose_weights(engine, weights, mode))
+    say(f"calibrating ({mode}: this machine's fastest paths, cached after the first time) ...")
     engine.calibrate(mode)
     t = engine.target
     batched = _batched(getattr(args, "max_batch", None), getattr(args, "concurrency", None))
