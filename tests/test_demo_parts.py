@@ -54,3 +54,6 @@ def test_smollm2s_draft_and_heads_are_described_from_what_is_loaded():
     assert "32-bit floats" in P.weights_line(engine)
     engine.set_weights("q4_1")
     assert "Q4_1" in P.weights_line(engine) and "lean" in P.weights_line(engine)
+    from specdec.kernels import path
+
+    assert f"integer path `{path()}`" in P.weights_line(engine)  # the kernels' path for this CPU

