@@ -36,7 +36,7 @@ class Slow:
     def proposer(self, method):
         raise ConfigError(f"method {method!r} is not available; available: none")
 
-    def stream(self, ids, spec, corpus=()):
+    def stream(self, ids, spec, corpus=(), tenant=None):
         self.started.append(ids[0])
         for i in range(1, self.n + 1):
             self.gate.wait(10)

@@ -75,7 +75,7 @@ def _fake_smol_backend():
     """What the demo reads of a backend on SmolLM2 without the draft or heads (no model is loaded)."""
     tokenizer = SimpleNamespace(chat_template="{{ messages }}")
     engine = SimpleNamespace(model=SMOL, model_name=SMOL.name, tokenizer=tokenizer)
-    return SimpleNamespace(engine=engine, methods=("none", "lookup"))
+    return SimpleNamespace(engine=engine, methods=("none", "lookup", "suffix"))  # no draft, no heads
 
 
 def test_the_page_describes_smollm2_from_the_catalogue_and_says_why_methods_are_missing():
@@ -112,7 +112,7 @@ class _ChatEngine:
     def __init__(self) -> None:
         self.prompts: list[str] = []
 
-    def stream(self, ids, spec, corpus=()):
+    def stream(self, ids, spec, corpus=(), tenant=None):
         from specdec.core.events import Piece, Stats, StepEvent
 
         self.prompts.append("".join(map(chr, ids)))

@@ -182,7 +182,7 @@ class FakeEngine:
         self.closed_in: int | None = None
         self.steps = 0
 
-    def stream(self, prompt, spec, corpus=()):
+    def stream(self, prompt, spec, corpus=(), tenant=None):
         try:
             for i in range(1, self.n + 1):
                 self.pulled_in.add(threading.get_ident())
