@@ -101,8 +101,8 @@ def test_cancel_closes_the_stream_and_frees_the_engine(client, engine, backend, 
     seen = {"events": 0, "finished": False, "closed": False}
     original = engine.stream
 
-    def watched(prompt, spec, corpus=()):  # the real stream, observed: how far it ran and whether it was closed
-        gen = original(prompt, spec, corpus)
+    def watched(prompt, spec, corpus=(), tenant=None):  # the real stream, observed: how far it ran, if closed
+        gen = original(prompt, spec, corpus, tenant)
         try:
             for ev in gen:
                 seen["events"] += 1
