@@ -37,7 +37,7 @@ VARS: dict[str, Var] = _table(
     ("SPECDEC_BACKEND_TOKEN", None, "the bearer token sent to --backend URL (--backend-token wins)"),
     ("SPECDEC_NATIVE", "1", "0 turns the native 4-bit kernels off"),
     ("SPECDEC_KERNELS", None, "where built native kernels live (default <cache>/kernels)"),
-    ("SPECDEC_KERNELS_MARCH", "native", "the -march the native kernels are compiled for"),
+    ("SPECDEC_KERNELS_MARCH", "native", "-march of the native kernels (x86-64-v3: the AVX2 path; x86-64: reference)"),
     ("SPECDEC_PACKED", "1", "0 turns oneDNN's packed float32 linears off"),
     ("SPECDEC_LLAMACPP", None, "a llama-server binary to use instead of building one"),
     ("SPECDEC_LLAMACPP_ROOT", None, "where llama.cpp is built (default <cache>/llama.cpp)"),
