@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,3 +53,30 @@ def backend(engine):
 def prompts() -> list[str]:
     path = ASSETS / "prompts" / "code.jsonl"
     return [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# The browser tests' demo page and chromium (module scope: one demo server and one chromium per test
+# module). The imports stay inside: a test module sets gradio's environment variables before gradio
+# is first imported.
+@pytest.fixture(scope="module")
+def page_url(backend):
+    from specdec.demo.layout import launch_demo
+    from tests.demo_helpers import CHROMIUM, free_port
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is missing: run scripts/system-deps.sh (apt-get install -y chromium)")
+    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{demo.server_port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright import sync_api
+
+    from tests.demo_helpers import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

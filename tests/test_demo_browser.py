@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -19,28 +18,17 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
 from specdec.core.config import GenerateSpec  # noqa: E402
 from specdec.core.healing import split_prompt  # noqa: E402
-from specdec.demo.layout import launch_demo  # noqa: E402
 from tests.demo_helpers import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
     STATUS,
     fill_prompt,
-    free_port,
     set_max_new,
     status_has,
 )
 
 pytestmark = pytest.mark.slow
 GREEN = "rgb(200, 247, 197)"  # demo_render.KIND_STYLE["accepted"] background
-
-
-@pytest.fixture(scope="module")
-def page_url(backend):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is missing: run scripts/system-deps.sh (apt-get install -y chromium)")
-    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{demo.server_port}/"
-    demo.close()
 
 
 def test_run_a_prompt_in_chromium(page_url, engine, tmp_path):

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
-from specdec.demo.layout import launch_demo  # noqa: E402
 from tests.demo_helpers import (  # noqa: E402
-    CHROMIUM,
-    CHROMIUM_ARGS,
     STATUS,
     TRACE_CATEGORIES,
     fill_prompt,
-    free_port,
     main_thread_tasks,
     set_k,
     set_max_new,
@@ -34,23 +29,6 @@ from tests.demo_helpers import (  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SHORT = "import os\n"  # a short prompt leaves ~500 tokens of context: a long run
-
-
-@pytest.fixture(scope="module")
-def page_url(backend):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is missing: run scripts/system-deps.sh (apt-get install -y chromium)")
-    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{demo.server_port}/"
-    demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _open(browser, url: str, width: int = 1400, height: int = 900):

@@ -22,7 +22,7 @@ import pytest
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
 from specdec.demo.layout import launch_demo  # noqa: E402
-from tests.demo_helpers import CHROMIUM, CHROMIUM_ARGS, free_port, set_max_new, set_number, status_has  # noqa: E402
+from tests.demo_helpers import free_port, set_max_new, set_number, status_has  # noqa: E402
 from tests.test_demo_chat import smol  # noqa: E402, F401  (SmolLM2 behind the in-process backend)
 
 pytestmark = pytest.mark.slow
@@ -153,23 +153,6 @@ def drive(page, phone: bool, shot=None):
             page.locator(FOCUS[tab]).first.scroll_into_view_if_needed()
             page.screenshot(path=shot(tab))
         yield tab, page.evaluate(OVERFLOW)
-
-
-@pytest.fixture(scope="module")
-def page_url(backend):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is missing: run scripts/system-deps.sh (apt-get install -y chromium)")
-    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{demo.server_port}/"
-    demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _shot_name(width: int, height: int):

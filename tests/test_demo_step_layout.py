@@ -5,18 +5,13 @@ verdict column is never cut off, and a rejected row strikes through its token, n
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sync_api = pytest.importorskip("playwright.sync_api")
-from specdec.demo.layout import launch_demo  # noqa: E402
 from tests.demo_helpers import (  # noqa: E402
-    CHROMIUM,
-    CHROMIUM_ARGS,
     fill_prompt,
-    free_port,
     set_k,
     set_max_new,
     set_method,
@@ -36,23 +31,6 @@ FITS = """() => {
     overflowing: wrap.scrollWidth > wrap.clientWidth,
   };
 }"""
-
-
-@pytest.fixture(scope="module")
-def page_url(backend):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is missing: run scripts/system-deps.sh (apt-get install -y chromium)")
-    demo, _ = launch_demo(backend, port=free_port(), prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{demo.server_port}/"
-    demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _sidebar(page, want_open: bool) -> None:

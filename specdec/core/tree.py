@@ -158,6 +158,12 @@ def _visibility(draft: Draft) -> list[list[bool]]:
     return rows
 
 
+def visible_nodes(draft: Draft) -> list[list[int]]:
+    """Per query of ``[pending] + nodes`` the queries it sees, ascending: the pending token (0), its
+    ancestors and itself (i + 1 for node i): the open part of ``tree_attention_mask`` as index lists."""
+    return [[j for j, seen in enumerate(row) if seen] for row in _visibility(draft)]
+
+
 def tree_attention_mask(draft: Draft, prefix_len: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Additive mask [1, 1, n+1, prefix_len+n+1]: 0 where visible, finfo(dtype).min elsewhere.
 

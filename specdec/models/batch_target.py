@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import torch
 
-from specdec.core.tree import Draft, tree_attention_mask
+from specdec.core.tree import Draft, tree_attention_mask, visible_nodes
 from specdec.kernels import why_not
 from specdec.models.forward import Forward
 from specdec.models.lean_rows import LeanRows
@@ -87,11 +87,7 @@ class BatchTarget:
         if self.path == "lean":
             rows = [self._row(e, lo + b) for b, e in enumerate(entries)]
             if self.forward.rows == "native":
-
-                def one_mask(bs: list[int]) -> torch.Tensor:
-                    return self._inputs([(lo + b, entries[b]) for b in bs])[2]
-
-                return self.lean.native_hidden(self.cache, lo, rows, one_mask)
+                return self.lean.native_hidden(self.cache, lo, rows, lambda b: visible_nodes(entries[b][1]))
             one = sum(r is not None for r in rows) == 1
             if one and all(r is None or r[3] for r in rows):  # a lone chain needs no 4-D mask
                 return self.lean.hidden(self.cache, lo, rows, None)

@@ -22,9 +22,10 @@ blocked), or None when the one participating row is a chain. Returns the final-n
   ``scaled_dot_product_attention`` per ``Group``: rows of at most ``SHORT`` tokens (decode steps,
   drafts, trees) together, longer ones (prefill chunks) together, so a chunk's queries do not pad
   the decoding rows.
-- ``native_hidden(cache, lo, rows, mask)``: the same through the native loops (on a 4-bit target
+- ``native_hidden(cache, lo, rows, seen)``: the same through the native loops (on a 4-bit target
   whose solo forward is "native"): one call for every row of every slot, the linears reading each
-  weight block once for all of them, and every row's floats those of its solo forward.
+  weight block once for all of them, and every row's floats those of its solo forward. ``seen(b)``
+  gives a tree row's per-query visible lists among its new tokens (``tree.visible_nodes``).
 Exactness: as for the lean target, the verifier compares tokens; docs/batching.md says where a
 near-tie could flip in principle and tests check the shipped prompts. On the native loops there is
 no such near-tie: a request's logits in a batch are bit for bit its solo ones.
@@ -38,7 +39,6 @@ import torch
 import torch.nn.functional as F
 
 from specdec.models.lean import causal_mask, rope_table
-from specdec.models.rowexact import visible_rows
 from specdec.models.slots import SlotCache
 
 
@@ -72,7 +72,7 @@ class LeanRows:
         return self._many(bufs, lo, rows, real, Q, mask)
 
     @torch.inference_mode()
-    def native_hidden(self, cache: SlotCache, lo: int, rows: list, mask) -> torch.Tensor:
+    def native_hidden(self, cache: SlotCache, lo: int, rows: list, seen) -> torch.Tensor:
         """``hidden`` through the native loops (``LeanTarget.native()``, a row-exact format): every
         row's floats are those the solo target's native forward gives it (prefill chunks too: the
         loops are row-exact), so a request in a batch emits its solo tokens."""
@@ -88,11 +88,7 @@ class LeanRows:
             slot += [lo + b] * n
             start += [L] * n
             at += range(L, L + n)
-            if chain:
-                visible += [None] * n
-            else:
-                m = mask([b]) if callable(mask) else mask[b : b + 1]
-                visible += visible_rows(m[:, :, :n, : L + n], L)
+            visible += [None] * n if chain else seen(b)
         pos = torch.cat(positions)
         x = self.embed[torch.cat(tokens)]
         native = self.lean.native()
